@@ -1,0 +1,124 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is the normalized outcome of one delivery attempt. Kinds are stored by
+// name (see [Kind.String]), so the list is append-only.
+type Kind uint8
+
+const (
+	// Sent means the provider accepted the mail. KindOf(nil) is Sent.
+	Sent Kind = iota
+	// Temporary means the attempt failed but a later one may succeed
+	// (SMTP 4xx, HTTP 429 and 5xx, throttling, unknown errors).
+	Temporary
+	// Permanent means the mail will never be accepted as it is
+	// (550 5.1.1 no such user, 553 bad address, a rejected message).
+	// The queue never retries it.
+	Permanent
+	// Connection means the provider could not be reached or refused us, not
+	// the mail: DNS, refused, timeouts before the mail was handed over, TLS,
+	// authentication and account or setup problems. The mail was not
+	// delivered and is fine; the queue retries it on a longer schedule.
+	Connection
+)
+
+var kindNames = [...]string{Sent: "sent", Temporary: "temporary", Permanent: "permanent", Connection: "connection"}
+
+// String returns the stored name of k: "sent", "temporary", "permanent" or
+// "connection".
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ParseKind returns the Kind whose [Kind.String] is s.
+func ParseKind(s string) (Kind, error) {
+	for k, name := range kindNames {
+		if name == s {
+			return Kind(k), nil
+		}
+	}
+	return 0, fmt.Errorf("transport: unknown kind %q", s)
+}
+
+// Error is a classified delivery failure. Adapters return it (usually built
+// by package classify) wrapped or bare; [KindOf] finds it anywhere in an
+// error chain.
+//
+// Error's text is short and safe to store: adapters must not put credentials
+// in Detail or in Err.
+type Error struct {
+	Kind Kind
+	// Code is the SMTP basic reply code (e.g. 421) or the HTTP status (e.g.
+	// 429); 0 when there was no reply.
+	Code int
+	// Enhanced is the RFC 3463 enhanced status code, e.g. "5.1.1"; empty when
+	// the server gave none.
+	Enhanced string
+	// RetryAfter is the provider's hint of when to try again; 0 when none.
+	RetryAfter time.Duration
+	// MaybeDelivered reports that the mail was fully handed over (the SMTP
+	// DATA terminator or the whole HTTP request body was sent) before the
+	// failure, so the provider may have accepted it. Retrying may duplicate.
+	MaybeDelivered bool
+	// Detail is a short human-readable explanation: the server's reply text
+	// or the provider's error message.
+	Detail string
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+// Error returns "<kind>: <code> <enhanced> <detail>: <cause>", leaving out
+// empty parts.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Kind.String())
+	sep := ": "
+	if e.Code != 0 {
+		b.WriteString(sep)
+		b.WriteString(strconv.Itoa(e.Code))
+		sep = " "
+	}
+	if e.Enhanced != "" {
+		b.WriteString(sep)
+		b.WriteString(e.Enhanced)
+		sep = " "
+	}
+	if e.Detail != "" {
+		b.WriteString(sep)
+		b.WriteString(e.Detail)
+	}
+	if e.MaybeDelivered {
+		b.WriteString(" (maybe delivered)")
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the outcome an error stands for: Sent for nil, the Kind of
+// the first [*Error] in err's chain, and Temporary for any other error.
+func KindOf(err error) Kind {
+	if err == nil {
+		return Sent
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return Temporary
+}

@@ -1,0 +1,234 @@
+package transport
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+	"unicode/utf8"
+)
+
+// Size limits enforced by [Message.Validate].
+const (
+	// MaxMessageSize bounds the sum of subject, bodies and extra headers.
+	MaxMessageSize = 10 << 20
+	// MaxLineLength bounds the subject and each header value (RFC 5322 2.1.1).
+	MaxLineLength = 998
+	// MaxAddressLength bounds an address (RFC 5321 4.5.3.1, as used in practice).
+	MaxAddressLength = 254
+	// MaxHeaders bounds the number of extra headers.
+	MaxHeaders = 50
+)
+
+// Message is one mail to one recipient, fully rendered: what an adapter
+// sends. One recipient per message keeps outcomes per address (a 550 for one
+// recipient fails that row only) and rate limits per recipient exact.
+type Message struct {
+	// MessageID is the Message-ID header value without angle brackets
+	// ("id@example.com"). The queue sets it at enqueue time so every retry of
+	// a row carries the same id; adapters generate one when it is empty.
+	MessageID string
+	From      mail.Address
+	To        mail.Address
+	// ReplyTo is optional: a zero Address means no Reply-To header.
+	ReplyTo mail.Address
+	Subject string
+	// Text and HTML are the final bodies, UTF-8. At least one is non-empty;
+	// with both the mail is multipart/alternative.
+	Text string
+	HTML string
+	// Headers are extra header fields (List-Unsubscribe, X-Campaign, ...),
+	// sent in order. Fields the adapter sets itself are rejected by
+	// Validate; see [ReservedHeader].
+	Headers []Header
+}
+
+// Header is one extra header field.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// ErrInvalidMessage matches every error returned by [Message.Validate]
+// (errors.Is).
+var ErrInvalidMessage = errors.New("transport: invalid message")
+
+// ValidationError names the field of a Message that is invalid and why.
+type ValidationError struct {
+	Field  string // e.g. "to.address", "subject", "headers[2].value"
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return "transport: invalid message: " + e.Field + ": " + e.Reason
+}
+
+// Is reports whether target is ErrInvalidMessage.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalidMessage }
+
+// reserved are the header fields an adapter derives from Message fields; an
+// extra header with one of these names could override them or add recipients.
+var reserved = map[string]bool{
+	"from": true, "to": true, "cc": true, "bcc": true, "sender": true,
+	"reply-to": true, "subject": true, "message-id": true, "date": true,
+	"mime-version": true, "content-type": true, "content-transfer-encoding": true,
+	"return-path": true,
+}
+
+// ReservedHeader reports whether name (any case) is a header field that
+// adapters set from Message fields and that Headers may not contain.
+func ReservedHeader(name string) bool { return reserved[strings.ToLower(name)] }
+
+// Size is the number of bytes the message's content takes: subject, bodies
+// and extra headers. Limits are checked against it.
+func (m *Message) Size() int {
+	n := len(m.Subject) + len(m.Text) + len(m.HTML)
+	for _, h := range m.Headers {
+		n += len(h.Name) + len(h.Value) + 4
+	}
+	return n
+}
+
+// Validate reports the first problem that would make m unsafe or impossible
+// to send: a missing or unparsable address, CR, LF or NUL in any header value
+// or name (header injection), an invalid or reserved header name, invalid
+// UTF-8, neither a text nor an HTML body, or a size over the limits above.
+// The returned error is a [*ValidationError] that matches [ErrInvalidMessage].
+func (m *Message) Validate() error {
+	if m == nil {
+		return &ValidationError{Field: "message", Reason: "is nil"}
+	}
+	if err := validateAddress("from", m.From, true); err != nil {
+		return err
+	}
+	if err := validateAddress("to", m.To, true); err != nil {
+		return err
+	}
+	if err := validateAddress("reply_to", m.ReplyTo, false); err != nil {
+		return err
+	}
+	if m.MessageID != "" {
+		if reason := messageIDProblem(m.MessageID); reason != "" {
+			return &ValidationError{Field: "message_id", Reason: reason}
+		}
+	}
+	if reason := headerValueProblem(m.Subject); reason != "" {
+		return &ValidationError{Field: "subject", Reason: reason}
+	}
+	if m.Text == "" && m.HTML == "" {
+		return &ValidationError{Field: "body", Reason: "neither text nor html is set"}
+	}
+	if !utf8.ValidString(m.Text) {
+		return &ValidationError{Field: "text", Reason: "is not valid UTF-8"}
+	}
+	if !utf8.ValidString(m.HTML) {
+		return &ValidationError{Field: "html", Reason: "is not valid UTF-8"}
+	}
+	if len(m.Headers) > MaxHeaders {
+		return &ValidationError{Field: "headers", Reason: fmt.Sprintf("%d extra headers, at most %d allowed", len(m.Headers), MaxHeaders)}
+	}
+	for i, h := range m.Headers {
+		field := fmt.Sprintf("headers[%d]", i)
+		if reason := headerNameProblem(h.Name); reason != "" {
+			return &ValidationError{Field: field + ".name", Reason: reason}
+		}
+		if ReservedHeader(h.Name) {
+			return &ValidationError{Field: field + ".name", Reason: fmt.Sprintf("%q is set by the transport and cannot be an extra header", h.Name)}
+		}
+		if reason := headerValueProblem(h.Value); reason != "" {
+			return &ValidationError{Field: field + ".value", Reason: reason}
+		}
+	}
+	if n := m.Size(); n > MaxMessageSize {
+		return &ValidationError{Field: "message", Reason: fmt.Sprintf("size %d bytes is over the limit of %d", n, MaxMessageSize)}
+	}
+	return nil
+}
+
+func validateAddress(field string, a mail.Address, required bool) error {
+	if a.Address == "" {
+		if a.Name != "" {
+			return &ValidationError{Field: field + ".address", Reason: "is empty but a name is set"}
+		}
+		if required {
+			return &ValidationError{Field: field + ".address", Reason: "is empty"}
+		}
+		return nil
+	}
+	if reason := headerValueProblem(a.Name); reason != "" {
+		return &ValidationError{Field: field + ".name", Reason: reason}
+	}
+	if len(a.Address) > MaxAddressLength {
+		return &ValidationError{Field: field + ".address", Reason: fmt.Sprintf("is %d bytes long, at most %d allowed", len(a.Address), MaxAddressLength)}
+	}
+	if strings.ContainsAny(a.Address, "\r\n\x00<>") {
+		return &ValidationError{Field: field + ".address", Reason: "contains CR, LF, NUL or angle brackets"}
+	}
+	parsed, err := mail.ParseAddress(a.Address)
+	if err != nil || parsed.Name != "" || parsed.Address != a.Address {
+		return &ValidationError{Field: field + ".address", Reason: fmt.Sprintf("%q is not a plain address like user@example.com", a.Address)}
+	}
+	return nil
+}
+
+// headerValueProblem describes why s cannot be a header value, or returns "".
+func headerValueProblem(s string) string {
+	if strings.ContainsAny(s, "\r\n\x00") {
+		return "contains CR, LF or NUL"
+	}
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
+	}
+	if len(s) > MaxLineLength {
+		return fmt.Sprintf("is %d bytes long, at most %d allowed", len(s), MaxLineLength)
+	}
+	return ""
+}
+
+// headerNameProblem describes why s cannot be a header field name
+// (RFC 5322 3.6.8: printable ASCII except colon), or returns "".
+func headerNameProblem(s string) string {
+	if s == "" {
+		return "is empty"
+	}
+	if len(s) > 76 {
+		return "is longer than 76 bytes"
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 33 || c > 126 || c == ':' {
+			return fmt.Sprintf("%q contains a character not allowed in a header name", s)
+		}
+	}
+	return ""
+}
+
+func messageIDProblem(s string) string {
+	if len(s) > 250 {
+		return "is longer than 250 bytes"
+	}
+	at := strings.LastIndexByte(s, '@')
+	if at <= 0 || at == len(s)-1 {
+		return fmt.Sprintf("%q is not of the form id@domain", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 33 || c > 126 || c == '<' || c == '>' || c == '"' || c == '\\' {
+			return fmt.Sprintf("%q contains a character not allowed in a Message-ID (give it without angle brackets)", s)
+		}
+	}
+	return ""
+}
+
+// NewMessageID returns a fresh random Message-ID value ("hex@domain", no
+// angle brackets) for a mail sent from the given address; it falls back to
+// "mailspool.invalid" when from has no domain.
+func NewMessageID(from string) string {
+	domain := "mailspool.invalid"
+	if at := strings.LastIndexByte(from, '@'); at >= 0 && at < len(from)-1 {
+		domain = from[at+1:]
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:]) + "@" + domain
+}
