@@ -1,0 +1,56 @@
+package sendgrid
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/textproto"
+
+	sgmail "github.com/sendgrid/sendgrid-go/helpers/mail"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// requestBody validates m and returns the v3 mail/send JSON for it: one
+// personalization with the one recipient, text/plain before text/html (the
+// order SendGrid requires), reply_to, and the extra headers plus Message-ID
+// (a fresh one when m has none).
+func requestBody(m *transport.Message) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	v3 := sgmail.NewV3Mail()
+	v3.SetFrom(sgmail.NewEmail(m.From.Name, m.From.Address))
+	v3.Subject = m.Subject
+	p := sgmail.NewPersonalization()
+	p.AddTos(sgmail.NewEmail(m.To.Name, m.To.Address))
+	v3.AddPersonalizations(p)
+	if m.Text != "" {
+		v3.AddContent(sgmail.NewContent("text/plain", m.Text))
+	}
+	if m.HTML != "" {
+		v3.AddContent(sgmail.NewContent("text/html", m.HTML))
+	}
+	if m.ReplyTo.Address != "" {
+		v3.SetReplyTo(sgmail.NewEmail(m.ReplyTo.Name, m.ReplyTo.Address))
+	}
+	id := m.MessageID
+	if id == "" {
+		id = transport.NewMessageID(m.From.Address)
+	}
+	v3.SetHeader("Message-ID", "<"+id+">")
+	seen := make(map[string]bool, len(m.Headers))
+	for _, h := range m.Headers {
+		key := textproto.CanonicalMIMEHeaderKey(h.Name)
+		if seen[key] {
+			return nil, fmt.Errorf("sendgrid: header %q appears twice; SendGrid takes each header name once", h.Name)
+		}
+		seen[key] = true
+		v3.SetHeader(h.Name, h.Value)
+	}
+	// Not sgmail.GetRequestBody: it logs and drops marshalling errors.
+	body, err := json.Marshal(v3)
+	if err != nil {
+		return nil, fmt.Errorf("sendgrid: encode request: %w", err)
+	}
+	return body, nil
+}
