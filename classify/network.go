@@ -1,0 +1,116 @@
+package classify
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// errnoDetails names the socket errors that mean the provider could not be
+// talked to.
+var errnoDetails = []struct {
+	errno  syscall.Errno
+	detail string
+}{
+	{syscall.ECONNREFUSED, "connection refused"},
+	{syscall.ECONNRESET, "connection reset"},
+	{syscall.ECONNABORTED, "connection aborted"},
+	{syscall.EPIPE, "broken pipe"},
+	{syscall.ETIMEDOUT, "timeout"},
+	{syscall.ENETUNREACH, "network unreachable"},
+	{syscall.EHOSTUNREACH, "host unreachable"},
+}
+
+// network returns a short Detail for a typed DNS, TLS, certificate, socket,
+// timeout or EOF error in err's chain; ok is false when there is none.
+func network(err error) (detail string, ok bool) {
+	if d := tlsDetail(err); d != "" {
+		return d, true
+	}
+	if errors.As(err, new(*net.DNSError)) {
+		return "dns lookup failed", true
+	}
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return "timeout", true
+	}
+	for _, e := range errnoDetails {
+		if errors.Is(err, e.errno) {
+			return e.detail, true
+		}
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return "connection closed", true
+	}
+	if errors.As(err, new(*net.OpError)) {
+		if d, ok := networkText(err.Error()); ok {
+			return d, true
+		}
+		return "network error", true
+	}
+	return "", false
+}
+
+// tlsDetail names a TLS handshake or certificate failure in err's chain;
+// "" when there is none.
+func tlsDetail(err error) string {
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, new(x509.UnknownAuthorityError)):
+		return "tls: certificate not trusted"
+	case errors.As(err, new(x509.HostnameError)):
+		return "tls: certificate name mismatch"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "tls: certificate expired"
+	case errors.As(err, &invalid), errors.As(err, new(*tls.CertificateVerificationError)):
+		return "tls: certificate invalid"
+	case errors.As(err, new(tls.RecordHeaderError)):
+		return "tls: handshake failed"
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" {
+		return "tls: handshake failed" // the peer sent a TLS alert
+	}
+	return ""
+}
+
+// networkTexts recognise network failures in the text of errors that were
+// flattened to a string on the way (go-mail's SendError keeps no cause).
+var networkTexts = []struct {
+	substr, detail string
+}{
+	{"connection refused", "connection refused"},
+	{"connection reset", "connection reset"},
+	{"broken pipe", "broken pipe"},
+	{"i/o timeout", "timeout"},
+	{"deadline exceeded", "timeout"},
+	{"no such host", "dns lookup failed"},
+	{"x509: certificate signed by unknown authority", "tls: certificate not trusted"},
+	{"x509: certificate is valid for", "tls: certificate name mismatch"},
+	{"x509: certificate has expired", "tls: certificate expired"},
+	{"x509: ", "tls: certificate invalid"},
+	{"tls: ", "tls: handshake failed"},
+	{"does not support starttls", "tls: starttls not offered"},
+	{"use of closed network connection", "connection closed"},
+	{"unexpected eof", "connection closed"},
+}
+
+// networkText returns the Detail for a flattened network error text; ok is
+// false when text names none.
+func networkText(text string) (detail string, ok bool) {
+	low := strings.ToLower(text)
+	for _, t := range networkTexts {
+		if strings.Contains(low, t.substr) {
+			return t.detail, true
+		}
+	}
+	if low == "eof" || strings.HasSuffix(low, ": eof") {
+		return "connection closed", true
+	}
+	return "", false
+}
