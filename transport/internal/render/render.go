@@ -1,0 +1,93 @@
+// Package render turns a [transport.Message] into a go-mail message and into
+// the raw RFC 5322 bytes of that message, for the adapters that hand MIME to
+// their provider (SMTP through go-mail, SES as a raw message).
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"net/textproto"
+	"strings"
+
+	"github.com/wneessen/go-mail"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// Msg validates m ([transport.Message.Validate]) and returns the go-mail
+// message for it:
+//
+//   - From, To and Reply-To with their display names (RFC 2047 encoded when
+//     not ASCII); the envelope sender and recipient are From and To;
+//   - Subject (RFC 2047 encoded when needed), Date (now) and Message-ID,
+//     m.MessageID or, when it is empty, a fresh [transport.NewMessageID];
+//   - a text/plain or text/html body, or multipart/alternative with both,
+//     UTF-8 and quoted-printable;
+//   - the extra headers, values RFC 2047 encoded when needed. go-mail writes
+//     header fields sorted by name, so the order of m.Headers is not kept,
+//     and a name given twice (in any case) is an error;
+//   - no User-Agent or X-Mailer.
+//
+// The Message-ID the mail goes out with is [mail.Msg.GetMessageID] with its
+// angle brackets. Errors from Validate match [transport.ErrInvalidMessage];
+// so does the error for a repeated header name.
+func Msg(m *transport.Message) (*mail.Msg, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	msg := mail.NewMsg(mail.WithNoDefaultUserAgent())
+	msg.FromMailAddress(&m.From)
+	msg.ToMailAddress(&m.To)
+	if m.ReplyTo.Address != "" {
+		msg.ReplyToMailAddress(&m.ReplyTo)
+	}
+	msg.Subject(m.Subject)
+	msg.SetDate()
+	id := m.MessageID
+	if id == "" {
+		id = transport.NewMessageID(m.From.Address)
+	}
+	msg.SetMessageIDWithValue(id)
+	switch {
+	case m.Text != "" && m.HTML != "":
+		msg.SetBodyString(mail.TypeTextPlain, m.Text)
+		msg.AddAlternativeString(mail.TypeTextHTML, m.HTML)
+	case m.Text != "":
+		msg.SetBodyString(mail.TypeTextPlain, m.Text)
+	default:
+		msg.SetBodyString(mail.TypeTextHTML, m.HTML)
+	}
+	seen := make(map[string]bool, len(m.Headers))
+	for i, h := range m.Headers {
+		key := textproto.CanonicalMIMEHeaderKey(h.Name)
+		if seen[key] {
+			return nil, &transport.ValidationError{
+				Field:  fmt.Sprintf("headers[%d].name", i),
+				Reason: fmt.Sprintf("%q appears twice; SMTP mail is rendered with each extra header name once", h.Name),
+			}
+		}
+		seen[key] = true
+		msg.SetGenHeader(mail.Header(h.Name), h.Value)
+	}
+	return msg, nil
+}
+
+// MIME returns the raw RFC 5322 bytes (CRLF line endings) of the message
+// [Msg] builds for m, with the same validation and errors.
+func MIME(m *transport.Message) ([]byte, error) {
+	msg, err := Msg(m)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := msg.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("render: write mime: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// MessageID returns the Message-ID value msg goes out with, without the
+// angle brackets ("" when it has none).
+func MessageID(msg *mail.Msg) string {
+	return strings.TrimSuffix(strings.TrimPrefix(msg.GetMessageID(), "<"), ">")
+}
