@@ -1,0 +1,129 @@
+// Package dburl opens the database a mailspool queue lives in from a URL:
+//
+//	mysql://user:password@host:3306/dbname?param=value   MySQL or MariaDB
+//	sqlite:mailspool.db                                   SQLite file, relative to the working directory
+//	sqlite:///var/lib/mailspool/queue.db                  SQLite file, absolute path
+//
+// MySQL query parameters are go-sql-driver/mysql DSN parameters (tls,
+// timeout, readTimeout, ...); "socket=/run/mysqld/mysqld.sock" connects
+// through a Unix socket instead of TCP. interpolateParams=true is the
+// default. SQLite files are opened in WAL mode with a busy timeout and
+// BEGIN IMMEDIATE transactions, so concurrent writers wait instead of failing;
+// SQLite URLs take no parameters.
+package dburl
+
+import (
+	"database/sql"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/mailspool/mailspool/transport"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Open opens the database rawURL names. Errors never contain the password.
+func Open(rawURL string) (*sql.DB, error) {
+	scheme, _, ok := strings.Cut(rawURL, ":")
+	if !ok {
+		return nil, fmt.Errorf("dburl: %q has no scheme; want mysql://user:password@host:port/dbname or sqlite:path", redact(rawURL))
+	}
+	switch strings.ToLower(scheme) {
+	case "mysql", "mariadb":
+		dsn, err := MySQLDSN(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("dburl: %s: %w", redact(rawURL), err)
+		}
+		db.SetConnMaxLifetime(5 * time.Minute)
+		return db, nil
+	case "sqlite", "sqlite3", "file":
+		dsn, err := SQLiteDSN(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return sql.Open("sqlite", dsn)
+	default:
+		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql:// or sqlite:", scheme, redact(rawURL))
+	}
+}
+
+// MySQLDSN converts a mysql:// URL into a go-sql-driver/mysql DSN.
+func MySQLDSN(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("dburl: cannot parse %q", redact(rawURL))
+	}
+	cfg := mysql.NewConfig()
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	if cfg.DBName == "" || strings.Contains(cfg.DBName, "/") {
+		return "", fmt.Errorf("dburl: %q must name one database in its path, e.g. mysql://root@127.0.0.1:3306/test", u.Redacted())
+	}
+	q := u.Query()
+	if sock := q.Get("socket"); sock != "" {
+		cfg.Net, cfg.Addr = "unix", sock
+		q.Del("socket")
+	} else {
+		if u.Host == "" {
+			return "", fmt.Errorf("dburl: %q has no host", u.Redacted())
+		}
+		cfg.Net, cfg.Addr = "tcp", u.Host
+		if u.Port() == "" {
+			cfg.Addr = u.Host + ":3306"
+		}
+	}
+	cfg.InterpolateParams = true
+	cfg.Timeout = 10 * time.Second
+	base := cfg.FormatDSN()
+	if len(q) == 0 {
+		return base, nil
+	}
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	dsn := base + sep + q.Encode()
+	if _, err := mysql.ParseDSN(dsn); err != nil {
+		return "", fmt.Errorf("dburl: bad parameters in %q: %v", u.Redacted(), strings.ReplaceAll(err.Error(), cfg.Passwd, "xxxxx"))
+	}
+	return dsn, nil
+}
+
+// SQLiteDSN converts a sqlite: URL into a modernc.org/sqlite DSN.
+func SQLiteDSN(rawURL string) (string, error) {
+	_, rest, _ := strings.Cut(rawURL, ":")
+	if strings.HasPrefix(rest, "//") {
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return "", fmt.Errorf("dburl: cannot parse %q", rawURL)
+		}
+		if u.Host != "" {
+			return "", fmt.Errorf("dburl: %q: an SQLite URL has no host; write sqlite:relative/path.db or sqlite:///absolute/path.db", rawURL)
+		}
+		if u.RawQuery != "" {
+			return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", rawURL)
+		}
+		rest = u.Path
+	}
+	if strings.Contains(rest, "?") {
+		return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", rawURL)
+	}
+	if rest == "" || strings.HasSuffix(rest, "/") {
+		return "", fmt.Errorf("dburl: %q names no file", rawURL)
+	}
+	if rest == ":memory:" {
+		return "", fmt.Errorf("dburl: %q: in-memory SQLite is not supported (each connection would see its own database)", rawURL)
+	}
+	path := filepath.Clean(rest)
+	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate", nil
+}
+
+func redact(rawURL string) string { return transport.Redact(rawURL) }

@@ -1,0 +1,111 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// dialect holds the few places where MySQL/MariaDB and SQLite differ.
+type dialect struct {
+	sqlite     bool
+	mariadb    bool // MariaDB rather than MySQL (only when !sqlite)
+	skipLocked bool // the server has SELECT ... FOR UPDATE SKIP LOCKED
+}
+
+// detectDialect tells the store behind db from its driver and, for MySQL,
+// from the server's version string.
+func detectDialect(ctx context.Context, db *sql.DB) (dialect, error) {
+	switch name := fmt.Sprintf("%T", db.Driver()); {
+	case strings.Contains(name, "sqlite"):
+		return dialect{sqlite: true}, nil
+	case strings.Contains(name, "mysql"):
+		var version string
+		if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+			return dialect{}, fmt.Errorf("queue: reading the server version: %w", err)
+		}
+		return mysqlDialect(version), nil
+	default:
+		return dialect{}, fmt.Errorf("queue: unsupported database driver %s (want go-sql-driver/mysql or modernc.org/sqlite)", name)
+	}
+}
+
+// mysqlDialect derives the dialect from a VERSION() string such as
+// "10.11.19-MariaDB-0+deb12u1" or "8.0.36".
+func mysqlDialect(version string) dialect {
+	d := dialect{mariadb: strings.Contains(strings.ToLower(version), "mariadb")}
+	major, minor, patch := parseVersion(version)
+	if d.mariadb {
+		d.skipLocked = major > 10 || (major == 10 && minor >= 6)
+	} else {
+		d.skipLocked = major > 8 || (major == 8 && (minor > 0 || patch >= 1))
+	}
+	return d
+}
+
+func parseVersion(v string) (major, minor, patch int) {
+	if i := strings.IndexFunc(v, func(r rune) bool { return r != '.' && (r < '0' || r > '9') }); i >= 0 {
+		v = v[:i]
+	}
+	parts := strings.SplitN(v, ".", 3)
+	nums := [3]int{}
+	for i, p := range parts {
+		nums[i], _ = strconv.Atoi(p)
+	}
+	return nums[0], nums[1], nums[2]
+}
+
+// statementTimeout bounds claim, completion and cleanup statements on the
+// server: a client-side timeout closes the connection but would leave the
+// statement and its locks running.
+const statementTimeout = 5 * time.Second
+
+// bounded prefixes stmt so that the server itself gives up on it after
+// statementTimeout, and waits at most that long for a row lock.
+func (d dialect) bounded(stmt string) string {
+	secs := int(statementTimeout / time.Second)
+	switch {
+	case d.sqlite:
+		return stmt // busy_timeout bounds lock waits; there is no server
+	case d.mariadb:
+		return fmt.Sprintf("SET STATEMENT max_statement_time=%d, innodb_lock_wait_timeout=%d FOR %s", secs, secs, stmt)
+	case strings.HasPrefix(stmt, "SELECT"):
+		return fmt.Sprintf("SELECT /*+ MAX_EXECUTION_TIME(%d) SET_VAR(innodb_lock_wait_timeout=%d) */%s", secs*1000, secs, stmt[len("SELECT"):])
+	default:
+		// MySQL: SET_VAR hints apply to UPDATE and DELETE too.
+		verb, rest, _ := strings.Cut(stmt, " ")
+		return fmt.Sprintf("%s /*+ SET_VAR(innodb_lock_wait_timeout=%d) */ %s", verb, secs, rest)
+	}
+}
+
+// lockSkip is appended to the claim SELECT: lock the picked rows and skip
+// rows other claimers hold, where the server can.
+func (d dialect) lockSkip() string {
+	switch {
+	case d.sqlite:
+		return "" // SQLite serialises writers: the claim transaction is BEGIN IMMEDIATE
+	case d.skipLocked:
+		return " FOR UPDATE SKIP LOCKED"
+	default:
+		return " FOR UPDATE"
+	}
+}
+
+// quote quotes an identifier that was validated by validTable.
+func (d dialect) quote(ident string) string {
+	if d.sqlite {
+		return `"` + ident + `"`
+	}
+	return "`" + ident + "`"
+}
+
+// placeholders returns "?,?,?" for n values.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?,", n-1) + "?"
+}

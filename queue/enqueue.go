@@ -1,0 +1,280 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// DBTX is what Enqueue writes through: the caller's *sql.Tx (so the mail
+// commits or rolls back with the business write), or a *sql.DB, in which
+// case Enqueue runs its own transaction. Anything else must already be
+// inside a transaction.
+type DBTX interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// ErrInvalid matches every error Enqueue returns for bad input (errors.Is);
+// transport.ErrInvalidMessage matches the message problems among them.
+var ErrInvalid = errors.New("queue: invalid enqueue")
+
+// InvalidError says what is wrong with an enqueue.
+type InvalidError struct{ Reason string }
+
+func (e *InvalidError) Error() string        { return "queue: invalid enqueue: " + e.Reason }
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Option adjusts one Enqueue.
+type Option func(*enqueueOptions) error
+
+type enqueueOptions struct {
+	idemKey     string
+	clientIP    string
+	maxAttempts int
+	notAfter    time.Time
+	delay       time.Duration
+	template    string
+}
+
+// IdempotencyKey makes the enqueue happen at most once per key and lane: a
+// later Enqueue with the same key returns the first row's id and queues
+// nothing (nor counts against the rate limits).
+func IdempotencyKey(key string) Option {
+	return func(o *enqueueOptions) error {
+		if key == "" || len(key) > 191 {
+			return &InvalidError{Reason: fmt.Sprintf("idempotency key must be 1..191 bytes, got %d", len(key))}
+		}
+		o.idemKey = key
+		return nil
+	}
+}
+
+// ClientIP names the client the mail was requested by; the lane's IPLimit
+// applies to it.
+func ClientIP(ip string) Option {
+	return func(o *enqueueOptions) error {
+		parsed := net.ParseIP(ip)
+		if parsed == nil {
+			return &InvalidError{Reason: fmt.Sprintf("client IP %q does not parse", ip)}
+		}
+		o.clientIP = parsed.String()
+		return nil
+	}
+}
+
+// MaxAttempts overrides the lane's MaxAttempts for this mail; 1 makes it a
+// single-attempt notification that is failed instead of retried.
+func MaxAttempts(n int) Option {
+	return func(o *enqueueOptions) error {
+		if n < 1 || n > 1000 {
+			return &InvalidError{Reason: fmt.Sprintf("max attempts %d out of range 1..1000", n)}
+		}
+		o.maxAttempts = n
+		return nil
+	}
+}
+
+// NotAfter drops the mail (failed as expired) if it cannot be sent by t:
+// for notifications that are worthless when late.
+func NotAfter(t time.Time) Option {
+	return func(o *enqueueOptions) error {
+		if t.IsZero() {
+			return &InvalidError{Reason: "not-after deadline is the zero time"}
+		}
+		o.notAfter = t
+		return nil
+	}
+}
+
+// Delay makes the mail due d after the enqueue instead of at once.
+func Delay(d time.Duration) Option {
+	return func(o *enqueueOptions) error {
+		if d < 0 {
+			return &InvalidError{Reason: fmt.Sprintf("negative delay %v", d)}
+		}
+		o.delay = d
+		return nil
+	}
+}
+
+// Template records the template name the mail was rendered from, for
+// statistics and resends. The body stays the one given at enqueue time.
+func Template(name string) Option {
+	return func(o *enqueueOptions) error {
+		if len(name) > 64 {
+			return &InvalidError{Reason: fmt.Sprintf("template name is %d bytes, at most 64", len(name))}
+		}
+		o.template = name
+		return nil
+	}
+}
+
+// Enqueue validates m and inserts it into the lane's table through exec,
+// normally the caller's transaction, and returns the row id. When the
+// transaction rolls back, neither the mail nor its rate-limit counts remain;
+// when Enqueue returns an error, nothing it wrote remains even if the caller
+// commits.
+//
+// Errors: bad input matches ErrInvalid (and transport.ErrInvalidMessage for
+// the message itself); an exceeded rate limit matches ErrRateLimited and is
+// a *RateLimitError saying when to try again.
+func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, opts ...Option) (int64, error) {
+	var o enqueueOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return 0, err
+		}
+	}
+	if err := m.Validate(); err != nil {
+		return 0, err
+	}
+	if n := m.Size(); n > q.lane.MaxSize {
+		return 0, &InvalidError{Reason: fmt.Sprintf("message size %d bytes is over lane %s's limit of %d", n, q.lane.Name, q.lane.MaxSize)}
+	}
+	now := q.clock.Now()
+	if !o.notAfter.IsZero() && !o.notAfter.After(now.Add(o.delay)) {
+		return 0, &InvalidError{Reason: "not-after deadline " + o.notAfter.UTC().Format(time.RFC3339) + " is not after the time the mail is due"}
+	}
+	if o.maxAttempts == 0 {
+		o.maxAttempts = q.lane.Retry.MaxAttempts
+	}
+	if db, ok := exec.(*sql.DB); ok {
+		return q.enqueueOwnTx(ctx, db, m, &o, now)
+	}
+	return q.enqueueSavepoint(ctx, exec, m, &o, now)
+}
+
+// enqueueOwnTx runs the enqueue in a transaction of its own.
+func (q *Queue) enqueueOwnTx(ctx context.Context, db *sql.DB, m *transport.Message, o *enqueueOptions, now time.Time) (int64, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("queue: enqueue: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	id, err := q.insert(ctx, tx, m, o, now)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("queue: enqueue: commit: %w", err)
+	}
+	return id, nil
+}
+
+// enqueueSavepoint runs the enqueue inside the caller's transaction, under
+// a savepoint that is rolled back if the enqueue fails, so that a caller who
+// commits anyway keeps nothing half-written (no counted limit, no row).
+func (q *Queue) enqueueSavepoint(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) (int64, error) {
+	if _, err := exec.ExecContext(ctx, "SAVEPOINT mailspool_enqueue"); err != nil {
+		return 0, fmt.Errorf("queue: enqueue: savepoint (is exec inside a transaction?): %w", err)
+	}
+	id, err := q.insert(ctx, exec, m, o, now)
+	if err != nil {
+		if _, rbErr := exec.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT mailspool_enqueue"); rbErr != nil {
+			return 0, errors.Join(err, fmt.Errorf("queue: enqueue: rolling back to the savepoint: %w", rbErr))
+		}
+		return 0, err
+	}
+	if _, err := exec.ExecContext(ctx, "RELEASE SAVEPOINT mailspool_enqueue"); err != nil {
+		return 0, fmt.Errorf("queue: enqueue: release savepoint: %w", err)
+	}
+	return id, nil
+}
+
+// insert does the work of an enqueue inside a transaction.
+func (q *Queue) insert(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) (int64, error) {
+	if o.idemKey != "" {
+		if id, found, err := q.idempotent(ctx, exec, o.idemKey); err != nil || found {
+			return id, err
+		}
+	}
+	if err := q.countLimits(ctx, exec, m, o, now); err != nil {
+		return 0, err
+	}
+	headers, err := json.Marshal(headerPairs(m.Headers))
+	if err != nil {
+		return 0, fmt.Errorf("queue: enqueue: encoding headers: %w", err)
+	}
+	msgID := m.MessageID
+	if msgID == "" {
+		msgID = transport.NewMessageID(m.From.Address)
+	}
+	var idem, notAfter any = nil, int64(0)
+	if o.idemKey != "" {
+		idem = o.idemKey
+	}
+	if !o.notAfter.IsZero() {
+		notAfter = o.notAfter.UnixMilli()
+	}
+	res, err := exec.ExecContext(ctx, `INSERT INTO `+q.table+` (status, attempts, max_attempts, next_run, not_after, created_at,
+  message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name,
+  subject, text_body, html_body, headers) VALUES (0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		o.maxAttempts, now.Add(o.delay).UnixMilli(), notAfter, now.UnixMilli(),
+		msgID, idem, o.template, o.clientIP, m.From.Address, m.From.Name, m.To.Address, m.To.Name,
+		m.ReplyTo.Address, m.ReplyTo.Name, m.Subject, m.Text, m.HTML, string(headers))
+	if err != nil {
+		if o.idemKey != "" {
+			// A concurrent enqueue with the same key committed first: the
+			// unique index refused ours. Return that row.
+			if id, found, err2 := q.idempotent(ctx, exec, o.idemKey); err2 == nil && found {
+				return id, nil
+			}
+		}
+		return 0, fmt.Errorf("queue: enqueue into %s: %w", q.lane.Table, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("queue: enqueue: reading the new id: %w", err)
+	}
+	return id, nil
+}
+
+func (q *Queue) idempotent(ctx context.Context, exec DBTX, key string) (int64, bool, error) {
+	lock := " FOR UPDATE" // a locking read sees rows committed after our snapshot
+	if q.d.sqlite {
+		lock = ""
+	}
+	var id int64
+	err := exec.QueryRowContext(ctx, `SELECT id FROM `+q.table+` WHERE idem_key = ?`+lock, key).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("queue: enqueue: looking up the idempotency key: %w", err)
+	}
+	return id, true, nil
+}
+
+func headerPairs(hs []transport.Header) [][2]string {
+	pairs := make([][2]string, len(hs))
+	for i, h := range hs {
+		pairs[i] = [2]string{h.Name, h.Value}
+	}
+	return pairs
+}
+
+func parseHeaders(s string) ([]transport.Header, error) {
+	if s == "" || s == "[]" || s == "null" {
+		return nil, nil
+	}
+	var pairs [][2]string
+	if err := json.Unmarshal([]byte(s), &pairs); err != nil {
+		return nil, fmt.Errorf("queue: stored headers %.40q: %w", s, err)
+	}
+	hs := make([]transport.Header, len(pairs))
+	for i, p := range pairs {
+		hs[i] = transport.Header{Name: p[0], Value: p[1]}
+	}
+	return hs, nil
+}
+
+// normalizeAddr is the form an address is rate-limited under.
+func normalizeAddr(a string) string { return strings.ToLower(strings.TrimSpace(a)) }

@@ -1,0 +1,78 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// StuckAfter is how far past its lease a sending row must be to count as
+// stuck.
+const StuckAfter = 5 * time.Minute
+
+// Stats are the numbers that explain most incidents.
+type Stats struct {
+	// Backlog is the mail not yet finished: pending + retry + sending.
+	Backlog int64
+	Pending int64
+	Retry   int64
+	Sending int64
+	// SentLastHour and FailedLastHour count rows that finished in the last
+	// hour; FailureRate is Failed / (Sent + Failed), 0 when both are 0.
+	SentLastHour   int64
+	FailedLastHour int64
+	FailureRate    float64
+	// Stuck counts sending rows whose lease ended more than StuckAfter ago:
+	// a worker died or hangs on them, and no live worker has taken them over.
+	Stuck int64
+}
+
+// Stats computes the lane's Stats. Each count is a range of the
+// (status, next_run) index, whatever the size of the history.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	now := q.clock.Now()
+	var s Stats
+	counts := []struct {
+		dst   *int64
+		where string
+		args  []any
+	}{
+		{&s.Pending, "status = 0", nil},
+		{&s.Retry, "status = 3", nil},
+		{&s.Sending, "status = 1", nil},
+		{&s.SentLastHour, "status = 2 AND next_run > ?", []any{now.Add(-time.Hour).UnixMilli()}},
+		{&s.FailedLastHour, "status = 4 AND next_run > ?", []any{now.Add(-time.Hour).UnixMilli()}},
+		{&s.Stuck, "status = 1 AND next_run < ?", []any{now.Add(-StuckAfter).UnixMilli()}},
+	}
+	for _, c := range counts {
+		err := q.db.QueryRowContext(ctx, q.d.bounded(`SELECT COUNT(*) FROM `+q.table+` WHERE `+c.where), c.args...).Scan(c.dst)
+		if err != nil {
+			return Stats{}, fmt.Errorf("queue: stats (%s): %w", c.where, err)
+		}
+	}
+	s.Backlog = s.Pending + s.Retry + s.Sending
+	if done := s.SentLastHour + s.FailedLastHour; done > 0 {
+		s.FailureRate = float64(s.FailedLastHour) / float64(done)
+	}
+	return s, nil
+}
+
+// CountByStatus counts every row by status name ("pending", "sent", ...).
+// Unlike Stats it reads the whole index: for small tables, tests and the demo.
+func (q *Queue) CountByStatus(ctx context.Context) (map[string]int64, error) {
+	rows, err := q.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM `+q.table+` GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("queue: counting rows by status: %w", err)
+	}
+	defer rows.Close()
+	counts := map[string]int64{}
+	for rows.Next() {
+		var status int
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("queue: counting rows by status: %w", err)
+		}
+		counts[StatusName(status)] = n
+	}
+	return counts, rows.Err()
+}

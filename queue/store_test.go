@@ -1,0 +1,182 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/require"
+)
+
+// mariaDBURL is the server the MariaDB half of the suite runs on; each test
+// gets a database of its own there.
+func mariaDBURL() string {
+	if u := os.Getenv("MAILSPOOL_TEST_MYSQL"); u != "" {
+		return u
+	}
+	return "mysql://root@127.0.0.1:3306/test"
+}
+
+const startMariaDB = "start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql (see ../shared/MARIADB.md), or set MAILSPOOL_TEST_MYSQL"
+
+// store is one database a test runs against.
+type store struct {
+	name string // "sqlite" or "mariadb"
+	url  string
+	db   *sql.DB
+}
+
+// open returns another handle (its own connection pool) on the same database.
+func (s store) open(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := dburl.Open(s.url)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// forEachStore runs f as a subtest on a fresh SQLite file and on a fresh
+// MariaDB database, both migrated. Under CI=true an unreachable MariaDB
+// fails the test; elsewhere it skips the MariaDB half, saying how to start it.
+func forEachStore(t *testing.T, f func(t *testing.T, s store)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) {
+		s := newSQLiteStore(t)
+		f(t, s)
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		s := newMariaDBStore(t)
+		f(t, s)
+	})
+}
+
+func newSQLiteStore(t *testing.T) store {
+	t.Helper()
+	u := "sqlite:" + filepath.Join(t.TempDir(), "queue.db")
+	s := store{name: "sqlite", url: u}
+	s.db = s.open(t)
+	require.NoError(t, Migrate(context.Background(), s.db))
+	return s
+}
+
+func newMariaDBStore(t *testing.T) store {
+	t.Helper()
+	admin, err := dburl.Open(mariaDBURL())
+	require.NoError(t, err)
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := admin.PingContext(ctx); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("MariaDB is required under CI=true but %s does not answer: %v", transport.Redact(mariaDBURL()), err)
+		}
+		t.Skipf("MariaDB at %s does not answer (%v); %s", transport.Redact(mariaDBURL()), err, startMariaDB)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "mailspool_t_" + hex.EncodeToString(b[:])
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		db, err := dburl.Open(mariaDBURL())
+		if err == nil {
+			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
+			db.Close()
+		}
+	})
+	base, _, _ := strings.Cut(mariaDBURL(), "?")
+	u := base[:strings.LastIndex(base, "/")+1] + name
+	s := store{name: "mariadb", url: u}
+	s.db = s.open(t)
+	require.NoError(t, Migrate(context.Background(), s.db))
+	return s
+}
+
+// manualClock is a Clock that only moves when told to.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{t: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// After fires at once: tests drive the worker cycle by cycle.
+func (c *manualClock) After(time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
+}
+
+func newQueue(t *testing.T, db *sql.DB, lane Lane, clock Clock) *Queue {
+	t.Helper()
+	var opts *Options
+	if clock != nil {
+		opts = &Options{Clock: clock}
+	}
+	q, err := New(context.Background(), db, lane, opts)
+	require.NoError(t, err)
+	return q
+}
+
+func testMessage(to string) *transport.Message {
+	return &transport.Message{
+		From:    mail.Address{Name: "Shop", Address: "noreply@shop.example"},
+		To:      mail.Address{Name: "Jürgen Groß", Address: to},
+		Subject: "Willkommen — 欢迎",
+		Text:    "Hello\n.\nbye",
+		HTML:    "<p>Hello</p>",
+		Headers: []transport.Header{{Name: "List-Unsubscribe", Value: "<https://shop.example/u/1>"}},
+	}
+}
+
+// rowState reads the columns tests look at.
+type rowState struct {
+	Status, Attempts         int
+	NextRun                  int64
+	LockedBy, LastKind       string
+	LastCode, MaybeDelivered int
+	LastError, ProviderID    string
+}
+
+func readRow(t *testing.T, q *Queue, id int64) rowState {
+	t.Helper()
+	var r rowState
+	err := q.db.QueryRow(`SELECT status, attempts, next_run, locked_by, last_kind, last_code, maybe_delivered, last_error, provider_id FROM `+q.table+` WHERE id = ?`, id).
+		Scan(&r.Status, &r.Attempts, &r.NextRun, &r.LockedBy, &r.LastKind, &r.LastCode, &r.MaybeDelivered, &r.LastError, &r.ProviderID)
+	require.NoError(t, err)
+	r.LockedBy = strings.TrimSpace(r.LockedBy)
+	r.LastKind = strings.TrimSpace(r.LastKind)
+	return r
+}
+
+func countRows(t *testing.T, db *sql.DB, table, where string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s", table, where), args...).Scan(&n))
+	return n
+}

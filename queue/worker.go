@@ -1,0 +1,347 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// WorkerOptions configure a Worker. Zero fields take the defaults shown.
+type WorkerOptions struct {
+	// ID names the worker in locked_by and logs (default host-pid-random).
+	// At most 20 bytes.
+	ID string
+	// Batch is the most rows one claim takes (default 50).
+	Batch int
+	// Concurrency is the most sends in flight at once (default 8).
+	Concurrency int
+	// SendTimeout bounds one Send (default 30s).
+	SendTimeout time.Duration
+	// LeaseMargin is added to the lease on top of the time the batch's
+	// sends may take (default 30s).
+	LeaseMargin time.Duration
+	// PollInterval is the wait after a claim that did not fill a batch
+	// (default 2s). After a full batch the worker claims again at once.
+	PollInterval time.Duration
+	// MaxMessages makes Run return after this many rows have been
+	// processed, so that the process exits and systemd starts it fresh
+	// (default 0: never).
+	MaxMessages int
+	// ShutdownTimeout is how long sends in flight may go on after Run's
+	// context is cancelled (default 10s).
+	ShutdownTimeout time.Duration
+	// CleanupInterval runs Cleanup with Retention this often (default 10m;
+	// negative: never). It runs on a timer, whether the queue is busy or idle.
+	CleanupInterval time.Duration
+	Retention       Retention
+	// Logger receives the worker's log lines (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// WorkerStats counts what a worker has done since it started.
+type WorkerStats struct {
+	Claimed  int64 // rows claimed
+	Sent     int64
+	Retried  int64 // rows put back to retry (temporary or connection failure)
+	Failed   int64 // rows failed for good (permanent, out of attempts, expired)
+	Released int64 // rows given back unsent (shutdown, breaker)
+	Stale    int64 // outcomes rejected because the lease had been taken over
+}
+
+// Worker claims rows of one lane and sends them through one transport.
+type Worker struct {
+	q    *Queue
+	tr   transport.Transport
+	opts WorkerOptions
+	log  *slog.Logger
+	brk  breaker
+	seq  atomic.Uint64
+
+	stats struct {
+		sync.Mutex
+		WorkerStats
+	}
+}
+
+// NewWorker returns a worker for q's lane sending through tr.
+func NewWorker(q *Queue, tr transport.Transport, opts *WorkerOptions) (*Worker, error) {
+	if q == nil || tr == nil {
+		return nil, errors.New("queue: NewWorker needs a queue and a transport")
+	}
+	var o WorkerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	w := &Worker{q: q, tr: tr, opts: o, log: o.Logger.With("lane", q.lane.Name, "worker", o.ID)}
+	w.brk.policy = q.lane.Retry
+	return w, nil
+}
+
+func (o *WorkerOptions) setDefaults() error {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.ID == "" {
+		o.ID = defaultWorkerID()
+	}
+	if len(o.ID) > 20 {
+		return fmt.Errorf("queue: worker id %q is longer than 20 bytes", o.ID)
+	}
+	if o.Batch == 0 {
+		o.Batch = 50
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 8
+	}
+	def(&o.SendTimeout, 30*time.Second)
+	def(&o.LeaseMargin, 30*time.Second)
+	def(&o.PollInterval, 2*time.Second)
+	def(&o.ShutdownTimeout, 10*time.Second)
+	def(&o.CleanupInterval, 10*time.Minute)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	switch {
+	case o.Batch < 1 || o.Batch > maxBatchRows:
+		return fmt.Errorf("queue: worker batch %d out of range 1..%d", o.Batch, maxBatchRows)
+	case o.Concurrency < 1:
+		return fmt.Errorf("queue: worker concurrency %d below 1", o.Concurrency)
+	case o.SendTimeout < 0 || o.LeaseMargin < 0 || o.PollInterval < 0 || o.ShutdownTimeout < 0:
+		return errors.New("queue: negative worker timeout")
+	case o.MaxMessages < 0:
+		return fmt.Errorf("queue: negative max messages %d", o.MaxMessages)
+	}
+	return nil
+}
+
+func defaultWorkerID() string {
+	host, _ := os.Hostname()
+	if len(host) > 8 {
+		host = host[:8]
+	}
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.opts.ID }
+
+// Stats returns what the worker has done so far.
+func (w *Worker) Stats() WorkerStats {
+	w.stats.Lock()
+	defer w.stats.Unlock()
+	return w.stats.WorkerStats
+}
+
+// lease is how long a claim of n rows holds them: every round of sends may
+// take SendTimeout, plus the margin.
+func (w *Worker) lease(n int) time.Duration {
+	rounds := (n + w.opts.Concurrency - 1) / w.opts.Concurrency
+	return time.Duration(rounds)*w.opts.SendTimeout + w.opts.LeaseMargin
+}
+
+// Run claims and sends until ctx is cancelled or MaxMessages rows have
+// been processed, and returns nil in both cases. On cancellation it stops
+// claiming, lets sends in flight finish for up to ShutdownTimeout, records
+// their outcomes and gives the rows it had not started back, so no row is
+// left in sending. Database errors are logged and retried after
+// PollInterval; Run only returns an error for a broken setup.
+func (w *Worker) Run(ctx context.Context) error {
+	clock := w.q.clock
+	if w.opts.CleanupInterval > 0 {
+		cleanupCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		go w.cleanupLoop(cleanupCtx)
+	}
+	var processed int
+	for ctx.Err() == nil {
+		if w.opts.MaxMessages > 0 && processed >= w.opts.MaxMessages {
+			w.log.Info("recycling after max messages", "processed", processed)
+			return nil
+		}
+		limit := w.opts.Batch
+		if w.opts.MaxMessages > 0 {
+			limit = min(limit, w.opts.MaxMessages-processed)
+		}
+		pause, limit := w.brk.state(clock.Now(), limit)
+		if pause > 0 {
+			w.log.Warn("lane paused after connection failures", "for", pause)
+			if !wait(ctx, clock, pause) {
+				break
+			}
+			continue
+		}
+		n, err := w.cycle(ctx, limit)
+		processed += n
+		if err != nil {
+			w.log.Error("worker cycle failed", "err", err)
+		}
+		if err != nil || n < limit {
+			if !wait(ctx, clock, w.opts.PollInterval) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// wait waits d on clock; false when ctx ended first.
+func wait(ctx context.Context, clock Clock, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-clock.After(d):
+		return true
+	}
+}
+
+// cycle claims up to limit rows, sends them, records the outcomes, and
+// returns how many rows it claimed.
+func (w *Worker) cycle(ctx context.Context, limit int) (int, error) {
+	token := w.opts.ID + "." + strconv.FormatUint(w.seq.Add(1), 36)
+	jobs, err := w.q.claim(ctx, token, limit, w.lease(limit))
+	if err != nil || len(jobs) == 0 {
+		return 0, err
+	}
+	w.count(func(s *WorkerStats) { s.Claimed += int64(len(jobs)) })
+
+	// Sends may outlive ctx by ShutdownTimeout; the bookkeeping after them
+	// must not be cancelled at all.
+	sendCtx, stopSends := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSends()
+	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(w.opts.ShutdownTimeout, stopSends) })
+	defer stopAfter()
+
+	var (
+		mu      sync.Mutex
+		updates []rowUpdate
+		unsent  []int64
+		resume  = w.q.now()
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, w.opts.Concurrency)
+	)
+	for _, j := range jobs {
+		now := w.q.clock.Now()
+		switch {
+		case j.notAfter != 0 && now.UnixMilli() > j.notAfter:
+			updates = append(updates, expired(j, now))
+			continue
+		case j.attempts > j.maxAttempts:
+			updates = append(updates, abandoned(j, now))
+			continue
+		}
+		acquired := false
+		select {
+		case sem <- struct{}{}:
+			acquired = true
+		case <-ctx.Done():
+		}
+		if open, until := w.brk.open(w.q.clock.Now()); open || !acquired || ctx.Err() != nil {
+			if acquired {
+				<-sem
+			}
+			mu.Lock()
+			unsent = append(unsent, j.id)
+			if open {
+				resume = max(resume, until.UnixMilli())
+			}
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			u := w.send(sendCtx, j)
+			mu.Lock()
+			updates = append(updates, u)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+
+	book, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout+5*time.Second)
+	defer cancel()
+	var errs []error
+	if len(updates) > 0 {
+		applied, err := w.q.complete(book, token, updates)
+		if err != nil {
+			errs = append(errs, err)
+		} else if stale := len(updates) - applied; stale > 0 {
+			w.log.Warn("outcomes rejected: the lease was taken over by another worker", "rows", stale, "token", token)
+			w.count(func(s *WorkerStats) { s.Stale += int64(stale) })
+		}
+		w.countOutcomes(updates)
+	}
+	if len(unsent) > 0 {
+		n, err := w.q.release(book, token, unsent, resume)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		w.count(func(s *WorkerStats) { s.Released += int64(n) })
+	}
+	return len(jobs), errors.Join(errs...)
+}
+
+// send makes one delivery attempt and decides the row's next state.
+func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
+	ctx, cancel := context.WithTimeout(ctx, w.opts.SendTimeout)
+	defer cancel()
+	receipt, err := w.tr.Send(ctx, &j.msg)
+	now := w.q.clock.Now()
+	streak := w.brk.record(transport.KindOf(err), now)
+	u := w.q.lane.Retry.outcome(j, receipt, err, now, streak)
+	if err != nil {
+		w.log.Debug("send failed", "id", j.id, "kind", transport.KindOf(err).String(), "err", u.lastError)
+	}
+	return u
+}
+
+func (w *Worker) count(f func(*WorkerStats)) {
+	w.stats.Lock()
+	defer w.stats.Unlock()
+	f(&w.stats.WorkerStats)
+}
+
+func (w *Worker) countOutcomes(ups []rowUpdate) {
+	w.count(func(s *WorkerStats) {
+		for _, u := range ups {
+			switch u.status {
+			case StatusSent:
+				s.Sent++
+			case StatusRetry:
+				s.Retried++
+			case StatusFailed:
+				s.Failed++
+			}
+		}
+	})
+}
+
+func (w *Worker) cleanupLoop(ctx context.Context) {
+	for wait(ctx, w.q.clock, w.opts.CleanupInterval) {
+		n, err := w.q.Cleanup(ctx, w.opts.Retention, nil)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("cleanup failed", "err", err)
+			continue
+		}
+		if n > 0 {
+			w.log.Info("cleanup deleted old rows", "rows", n)
+		}
+	}
+}
