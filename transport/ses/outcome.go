@@ -1,0 +1,178 @@
+package ses
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+
+	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/transport"
+)
+
+// maxDetailLen bounds the Detail taken from an SES error message.
+const maxDetailLen = 300
+
+// codeKinds maps every SendEmail error code SES (or AWS in front of it)
+// answers with to an outcome. Problems of our account or setup are
+// Connection, never Permanent: the mail is fine and must wait. Codes not
+// listed are classified by their HTTP status (see classifyAPIError).
+var codeKinds = map[string]transport.Kind{
+	// The service will never accept this message (but see setupProblem).
+	"MessageRejected":     transport.Permanent,
+	"BadRequestException": transport.Permanent,
+
+	// Our sending identity, account or configuration set.
+	"MailFromDomainNotVerifiedException": transport.Connection,
+	"AccountSuspendedException":          transport.Connection,
+	"SendingPausedException":             transport.Connection,
+	"NotFoundException":                  transport.Connection, // identity or configuration set missing
+
+	// Missing, wrong or expired credentials, or no permission to send.
+	"UnrecognizedClientException": transport.Connection,
+	"InvalidClientTokenId":        transport.Connection,
+	"SignatureDoesNotMatch":       transport.Connection,
+	"InvalidSignatureException":   transport.Connection,
+	"IncompleteSignature":         transport.Connection,
+	"MissingAuthenticationToken":  transport.Connection,
+	"ExpiredToken":                transport.Connection,
+	"ExpiredTokenException":       transport.Connection,
+	"AccessDenied":                transport.Connection,
+	"AccessDeniedException":       transport.Connection,
+
+	// Throttling and the sending quota.
+	"TooManyRequestsException": transport.Temporary,
+	"Throttling":               transport.Temporary,
+	"ThrottlingException":      transport.Temporary,
+	"LimitExceededException":   transport.Temporary,
+
+	// The service failed.
+	"InternalFailure":               transport.Temporary,
+	"InternalServiceErrorException": transport.Temporary,
+	"ServiceUnavailable":            transport.Temporary,
+}
+
+// setupPhrases are the parts of a MessageRejected or BadRequestException
+// message that blame our setup rather than the mail, such as the sandbox's
+// "Email address is not verified. The following identities failed the
+// check in region EU-WEST-1: ...".
+var setupPhrases = []string{
+	"not verified",
+	"sandbox",
+	"not authorized",
+	"does not exist", // configuration set, identity
+	"suspended",
+	"paused",
+}
+
+// setupProblem reports whether an SES error message blames our account or
+// setup.
+func setupProblem(message string) bool {
+	message = strings.ToLower(message)
+	for _, p := range setupPhrases {
+		if strings.Contains(message, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// classifySendError turns a SendEmail error into a *transport.Error. wrote
+// tells whether the whole request had been written before err; now is the
+// clock a Retry-After date is measured against.
+func classifySendError(err error, wrote bool, now time.Time) error {
+	var respErr *awshttp.ResponseError
+	if !errors.As(err, &respErr) || respErr.HTTPStatusCode() == 0 {
+		// No answer: refused, TLS, timeout, reset, cancelled context.
+		if wrote {
+			return classify.MaybeDelivered(err)
+		}
+		return classify.Error(err)
+	}
+	status := respErr.HTTPStatusCode()
+	if status >= 200 && status < 300 {
+		// SES answered success but the body did not parse (or broke off):
+		// the mail was probably accepted.
+		return &transport.Error{Kind: transport.Temporary, Code: status, MaybeDelivered: true,
+			Detail: "ses: accepted, but the answer could not be read", Err: err}
+	}
+	header := respErr.Response.Header
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		// An answer that is not an AWS error, such as an HTML 503 from a proxy.
+		e := statusError(status, header)
+		e.Detail = http.StatusText(status)
+		e.Err = err
+		return withRetryAfter(e, header, now)
+	}
+	e := classifyAPIError(status, header, apiErr.ErrorCode(), apiErr.ErrorMessage())
+	e.Detail = detail(apiErr.ErrorCode(), apiErr.ErrorMessage(), respErr.RequestID)
+	return withRetryAfter(e, header, now)
+}
+
+// classifyAPIError classifies an SES error code by the codeKinds table and,
+// for codes it does not name, by the HTTP status.
+func classifyAPIError(status int, header http.Header, code, message string) *transport.Error {
+	kind, named := codeKinds[code]
+	if !named {
+		e := statusError(status, header)
+		if e.Kind == transport.Permanent {
+			// An error SES did not document for SendEmail may be anything:
+			// one retry too many is better than dropping a good mail.
+			e.Kind = transport.Temporary
+		}
+		return e
+	}
+	if kind == transport.Permanent && setupProblem(message) {
+		kind = transport.Connection
+	}
+	return &transport.Error{Kind: kind, Code: status}
+}
+
+// statusError classifies an HTTP status with the generic table of package
+// classify.
+func statusError(status int, header http.Header) *transport.Error {
+	var e *transport.Error
+	if errors.As(classify.HTTP(status, header, nil), &e) {
+		return e
+	}
+	return &transport.Error{Kind: transport.Temporary, Code: status}
+}
+
+// withRetryAfter sets e.RetryAfter from a Retry-After header unless it is
+// already set. SES does not document one, but a proxy or emulator in front
+// of it may send it.
+func withRetryAfter(e *transport.Error, header http.Header, now time.Time) *transport.Error {
+	if e.RetryAfter == 0 {
+		if v := header.Get("Retry-After"); v != "" {
+			e.RetryAfter = classify.RetryAfter(v, now)
+		}
+	}
+	return e
+}
+
+// detail returns "Code: message (request id)" on one line, at most
+// maxDetailLen bytes long.
+func detail(code, message, requestID string) string {
+	s := code
+	if message != "" && message != code {
+		s += ": " + message
+	}
+	s = strings.Join(strings.FieldsFunc(s, unicode.IsControl), " ")
+	if len(s) > maxDetailLen {
+		cut := maxDetailLen
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	if requestID != "" {
+		s += " (request " + requestID + ")"
+	}
+	return s
+}

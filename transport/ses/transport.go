@@ -1,0 +1,98 @@
+package ses
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// ErrClosed is in the chain of the error Send returns after Close.
+var ErrClosed = errors.New("ses: transport is closed")
+
+// Transport sends mail through the Amazon SES v2 SendEmail API as raw MIME.
+// It is safe for concurrent use; open it with Open or URLOpener.
+type Transport struct {
+	client  *sesv2.Client
+	creds   aws.CredentialsProvider
+	http    *http.Client
+	confSet string
+	timeout time.Duration
+	closed  atomic.Bool
+}
+
+// Send renders m as MIME and makes one SendEmail request for its one
+// recipient, bounded by ctx and the transport's timeout. On success the
+// Receipt's MessageID is the SES MessageId. Every failure is a
+// *transport.Error as the package documentation lists; an invalid m is
+// Permanent and never reaches the wire. When m.MessageID is empty a fresh
+// one is used for the Message-ID header.
+func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	if t.closed.Load() {
+		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Err: ErrClosed}
+	}
+	if err := m.Validate(); err != nil {
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Err: err}
+	}
+	msg := *m
+	if msg.MessageID == "" {
+		msg.MessageID = transport.NewMessageID(msg.From.Address)
+	}
+	raw, err := renderMIME(&msg)
+	if err != nil {
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Detail: "ses: cannot render the message", Err: err}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	// Resolving credentials first keeps a missing or broken credential
+	// chain apart from failures on the wire: it is our setup, not the mail.
+	if _, err := t.creds.Retrieve(ctx); err != nil {
+		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Detail: "ses: no usable AWS credentials", Err: err}
+	}
+	// wrote is set once the whole request, body included, went out: from
+	// then on a missing answer may hide an accepted mail.
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	})
+	in := &sesv2.SendEmailInput{
+		FromEmailAddress: aws.String(msg.From.Address),
+		Destination:      &types.Destination{ToAddresses: []string{msg.To.Address}},
+		Content:          &types.EmailContent{Raw: &types.RawMessage{Data: raw}},
+	}
+	if t.confSet != "" {
+		in.ConfigurationSetName = aws.String(t.confSet)
+	}
+	out, err := t.client.SendEmail(ctx, in)
+	if err != nil {
+		return transport.Receipt{}, classifySendError(err, wrote.Load(), time.Now())
+	}
+	if out.MessageId == nil || *out.MessageId == "" {
+		return transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Code: http.StatusOK, MaybeDelivered: true,
+			Detail: "ses: accepted without a MessageId"}
+	}
+	return transport.Receipt{MessageID: *out.MessageId}, nil
+}
+
+// Close releases idle connections. It is idempotent; Send after Close
+// fails with ErrClosed in its chain.
+func (t *Transport) Close() error {
+	t.closed.Store(true)
+	t.http.CloseIdleConnections()
+	return nil
+}
+
+var _ transport.Transport = (*Transport)(nil)

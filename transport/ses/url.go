@@ -1,0 +1,64 @@
+package ses
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// URLOpener opens "ses://" URLs (see the package documentation). Its zero
+// value is ready to use.
+type URLOpener struct{}
+
+// OpenTransportURL opens a Transport from u. Errors never contain the
+// secret access key.
+func (URLOpener) OpenTransportURL(ctx context.Context, u *url.URL) (transport.Transport, error) {
+	opts, err := optionsFromURL(u)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, opts)
+}
+
+// optionsFromURL reads Options from a "ses://" URL.
+func optionsFromURL(u *url.URL) (*Options, error) {
+	if !strings.EqualFold(u.Scheme, Scheme) {
+		return nil, fmt.Errorf("ses: URL scheme %q is not %q", u.Scheme, Scheme)
+	}
+	if err := transport.CheckQuery(u, "region", "configuration_set", "endpoint", "timeout"); err != nil {
+		return nil, err
+	}
+	if !strings.EqualFold(u.Host, "default") {
+		return nil, fmt.Errorf("ses: URL %q: host must be \"default\" (use the region and endpoint parameters)", u.Redacted())
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, fmt.Errorf("ses: URL %q must not have a path", u.Redacted())
+	}
+	q := u.Query()
+	o := Options{
+		Region:           q.Get("region"),
+		ConfigurationSet: q.Get("configuration_set"),
+		Endpoint:         q.Get("endpoint"),
+	}
+	if u.User != nil {
+		o.AccessKeyID = u.User.Username()
+		o.SecretAccessKey, _ = u.User.Password()
+		if o.AccessKeyID == "" || o.SecretAccessKey == "" {
+			// Neither part is quoted: a secret put in the wrong place would leak.
+			return nil, errors.New("ses: the URL user info must be ACCESS_KEY_ID:SECRET_ACCESS_KEY, both non-empty")
+		}
+	}
+	if s := q.Get("timeout"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("ses: timeout %q in URL %q is not a positive duration like 30s", s, u.Redacted())
+		}
+		o.Timeout = d
+	}
+	return &o, nil
+}
