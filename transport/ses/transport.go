@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/render"
 )
 
 // ErrClosed is in the chain of the error Send returns after Close.
@@ -34,21 +35,15 @@ type Transport struct {
 // Receipt's MessageID is the SES MessageId. Every failure is a
 // *transport.Error as the package documentation lists; an invalid m is
 // Permanent and never reaches the wire. When m.MessageID is empty a fresh
-// one is used for the Message-ID header.
+// one is used for the Message-ID header (see render.Msg for the MIME form).
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 	if t.closed.Load() {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Err: ErrClosed}
 	}
-	if err := m.Validate(); err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Err: err}
-	}
-	msg := *m
-	if msg.MessageID == "" {
-		msg.MessageID = transport.NewMessageID(msg.From.Address)
-	}
-	raw, err := renderMIME(&msg)
+	raw, err := render.MIME(m)
 	if err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Detail: "ses: cannot render the message", Err: err}
+		// An invalid message (ErrInvalidMessage in the chain) never reaches the wire.
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Err: err}
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -69,8 +64,8 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		},
 	})
 	in := &sesv2.SendEmailInput{
-		FromEmailAddress: aws.String(msg.From.Address),
-		Destination:      &types.Destination{ToAddresses: []string{msg.To.Address}},
+		FromEmailAddress: aws.String(m.From.Address),
+		Destination:      &types.Destination{ToAddresses: []string{m.To.Address}},
 		Content:          &types.EmailContent{Raw: &types.RawMessage{Data: raw}},
 	}
 	if t.confSet != "" {
