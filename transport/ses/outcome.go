@@ -106,7 +106,6 @@ func classifySendError(err error, wrote bool, now time.Time) error {
 	if !errors.As(err, &apiErr) {
 		// An answer that is not an AWS error, such as an HTML 503 from a proxy.
 		e := statusError(status, header)
-		e.Detail = http.StatusText(status)
 		e.Err = err
 		return withRetryAfter(e, header, now)
 	}

@@ -1,0 +1,153 @@
+package ses_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// TestErrorTable sends through the real SDK to a server answering with SES's
+// real error shapes and checks the classified outcome.
+func TestErrorTable(t *testing.T) {
+	sesError := func(status int, code, message string) func(http.ResponseWriter, *http.Request) {
+		return func(w http.ResponseWriter, _ *http.Request) { writeSESError(w, status, code, message) }
+	}
+	for _, tc := range []struct {
+		name   string
+		answer func(http.ResponseWriter, *http.Request)
+		kind   transport.Kind
+		code   int
+		maybe  bool
+		retry  time.Duration
+		detail string // substring of Detail
+	}{
+		// The message will never be accepted.
+		{name: "MessageRejected", answer: sesError(400, "MessageRejected", "Illegal address"),
+			kind: transport.Permanent, code: 400, detail: "MessageRejected: Illegal address (request req-messagerejected)"},
+		{name: "BadRequestException", answer: sesError(400, "BadRequestException", "Message length is more than 10485760 bytes long"),
+			kind: transport.Permanent, code: 400, detail: "BadRequestException: Message length"},
+
+		// Our account or setup: the mail is fine and waits.
+		{name: "sandbox recipient not verified", answer: sesError(400, "MessageRejected",
+			"Email address is not verified. The following identities failed the check in region EU-WEST-1: joerg@example.net"),
+			kind: transport.Connection, code: 400, detail: "Email address is not verified"},
+		{name: "BadRequestException naming setup", answer: sesError(400, "BadRequestException", "Configuration set <marketing> does not exist."),
+			kind: transport.Connection, code: 400},
+		{name: "MailFromDomainNotVerifiedException", answer: sesError(400, "MailFromDomainNotVerifiedException", "The sending domain is not verified."),
+			kind: transport.Connection, code: 400},
+		{name: "AccountSuspendedException", answer: sesError(400, "AccountSuspendedException", "The account has been suspended."),
+			kind: transport.Connection, code: 400},
+		{name: "SendingPausedException", answer: sesError(400, "SendingPausedException", "Sending is paused for this account."),
+			kind: transport.Connection, code: 400},
+		{name: "NotFoundException", answer: sesError(404, "NotFoundException", "Configuration set <transactional> does not exist."),
+			kind: transport.Connection, code: 404},
+		{name: "UnrecognizedClientException", answer: sesError(403, "UnrecognizedClientException", "The security token included in the request is invalid."),
+			kind: transport.Connection, code: 403},
+		{name: "InvalidClientTokenId", answer: sesError(403, "InvalidClientTokenId", "The security token included in the request is invalid."),
+			kind: transport.Connection, code: 403},
+		{name: "SignatureDoesNotMatch", answer: sesError(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided."),
+			kind: transport.Connection, code: 403},
+		{name: "AccessDeniedException", answer: sesError(403, "AccessDeniedException", "User is not authorized to perform: ses:SendEmail"),
+			kind: transport.Connection, code: 403},
+
+		// Throttling and quota.
+		{name: "TooManyRequestsException with Retry-After", answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "7")
+			writeSESError(w, 429, "TooManyRequestsException", "Too many requests.")
+		}, kind: transport.Temporary, code: 429, retry: 7 * time.Second},
+		{name: "Throttling", answer: sesError(400, "Throttling", "Maximum sending rate exceeded."),
+			kind: transport.Temporary, code: 400},
+		{name: "LimitExceededException", answer: sesError(400, "LimitExceededException", "Daily message quota exceeded."),
+			kind: transport.Temporary, code: 400},
+
+		// The service failed.
+		{name: "InternalFailure", answer: sesError(500, "InternalFailure", "The request processing has failed."),
+			kind: transport.Temporary, code: 500},
+		{name: "ServiceUnavailable with Retry-After", answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "30")
+			writeSESError(w, 503, "ServiceUnavailable", "Service is unavailable.")
+		}, kind: transport.Temporary, code: 503, retry: 30 * time.Second},
+		{name: "502 with an empty body", answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusBadGateway)
+		}, kind: transport.Temporary, code: 502},
+		{name: "503 HTML from a proxy", answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"))
+		}, kind: transport.Temporary, code: 503},
+
+		// Wire variations.
+		{name: "namespaced error type", answer: sesError(400, "MessageRejected:http://internal.amazon.com/coral/com.amazonaws.sesv2/", "Illegal address"),
+			kind: transport.Permanent, code: 400, detail: "MessageRejected: Illegal address"},
+		{name: "error type in the body", answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"__type":"com.amazonaws.sesv2#AccountSuspendedException","message":"suspended"}`))
+		}, kind: transport.Connection, code: 400},
+		{name: "unknown code at 400 is not Permanent", answer: sesError(400, "SomeFutureException", "Something new."),
+			kind: transport.Temporary, code: 400, detail: "SomeFutureException: Something new."},
+		{name: "unknown code at 401", answer: sesError(401, "SomeAuthException", "Who are you?"),
+			kind: transport.Connection, code: 401},
+		{name: "multi-line message on one line", answer: sesError(400, "MessageRejected", "Illegal\r\naddress\tfound"),
+			kind: transport.Permanent, code: 400, detail: "MessageRejected: Illegal address found"},
+
+		// A 2xx that cannot be read: the mail was probably accepted.
+		{name: "200 whose body does not parse", answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"MessageId": "0102`))
+		}, kind: transport.Temporary, code: 200, maybe: true},
+		{name: "200 without a MessageId", answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{}`))
+		}, kind: transport.Temporary, code: 200, maybe: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSES(t, tc.answer)
+			tr := openStatic(t, f.srv.URL, nil)
+			_, err := tr.Send(context.Background(), testMessage())
+			var te *transport.Error
+			require.ErrorAs(t, err, &te)
+			assert.Equal(t, tc.kind, te.Kind, "kind of %v", err)
+			assert.Equal(t, tc.code, te.Code, "code of %v", err)
+			assert.Equal(t, tc.maybe, te.MaybeDelivered, "MaybeDelivered of %v", err)
+			assert.Equal(t, tc.retry, te.RetryAfter, "RetryAfter of %v", err)
+			assert.Contains(t, te.Detail, tc.detail)
+			assert.NotContains(t, err.Error(), testSecret)
+			assert.Len(t, f.Requests(), 1, "one request per Send")
+		})
+	}
+}
+
+func TestDetailIsShort(t *testing.T) {
+	long := strings.Repeat("ü", 1000)
+	f := newFakeSES(t, func(w http.ResponseWriter, _ *http.Request) { writeSESError(w, 400, "MessageRejected", long) })
+	tr := openStatic(t, f.srv.URL, nil)
+	_, err := tr.Send(context.Background(), testMessage())
+	var te *transport.Error
+	require.ErrorAs(t, err, &te)
+	assert.LessOrEqual(t, len(te.Detail), 400)
+	assert.True(t, strings.HasPrefix(te.Detail, "MessageRejected: üü"), te.Detail)
+	assert.Contains(t, te.Detail, "…")
+}
+
+func TestRefusedIsConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	endpoint := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	tr := openStatic(t, endpoint, nil)
+	_, err = tr.Send(context.Background(), testMessage())
+	var te *transport.Error
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, transport.Connection, te.Kind, "%v", err)
+	assert.False(t, te.MaybeDelivered)
+}
