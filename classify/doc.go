@@ -28,8 +28,9 @@
 //	  unless the enhanced code is x.1.x or x.2.x (the recipient's)
 //	other 4xx                                                    Temporary
 //	5xx asking for authentication or encryption: 530, 534, 535,  Connection
-//	  538, x.7.8 to x.7.14, x.7.0 with "authenticat", "starttls",
-//	  "encryption required", "tls required"
+//	  538, x.7.8, x.7.9 to x.7.14 unless the text says "policy"
+//	  (Yahoo's 5.7.9 policy rejection), x.7.0 with "authenticat",
+//	  "starttls", "encryption required", "tls required"
 //	5xx relay refused ("relay access denied", "unable to relay") Connection
 //	5xx sender identity "not verified"                           Connection
 //	5xx about rates or a passing condition: "too many",          Temporary

@@ -69,7 +69,13 @@ func authOrTLS(code int, enh enhanced, low string) bool {
 	case 530, 534, 535, 538:
 		return true
 	}
-	if enh.subject == 7 && enh.detail >= 8 && enh.detail <= 14 {
+	if enh.is(7, 8) {
+		return true
+	}
+	// x.7.9-x.7.14 (mechanism too weak, encryption needed, password
+	// transition, account disabled, trust required), except where Yahoo
+	// sends "554 5.7.9 Message not accepted for policy reasons".
+	if enh.subject == 7 && enh.detail >= 9 && enh.detail <= 14 && !strings.Contains(low, "policy") {
 		return true
 	}
 	if enh.is(7, 0) && strings.Contains(low, "authenticat") {
