@@ -69,7 +69,12 @@ func (h *harness) Open(ctx context.Context, s conformance.Scenario) (transport.T
 		}
 		h.ln = ln
 		go h.acceptAndHold()
-		endpoint = "http://" + ln.Addr().String()
+		// SES is HTTPS: a server that accepts the connection and never
+		// answers leaves the client in the TLS handshake, before any of the
+		// request is written. (Over plain HTTP the request would already sit
+		// in the socket buffers, which a client cannot tell from a stall
+		// after the whole body: MaybeDelivered.)
+		endpoint = "https://" + ln.Addr().String()
 	case conformance.TLSFailure:
 		// The transport does not trust the test server's certificate.
 		srv := httptest.NewTLSServer(h.handler(s))
