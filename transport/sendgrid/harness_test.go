@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -90,15 +91,19 @@ func (h *harness) Open(ctx context.Context, s conformance.Scenario) (transport.T
 			return nil, err
 		}
 	case conformance.Hang:
+		// The real API is HTTPS: a server that accepts the connection and
+		// never answers stalls the TLS handshake, before any request byte.
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
 		h.ln = ln
 		go h.acceptAndHold()
-		endpoint = "http://" + ln.Addr().String()
+		endpoint = "https://" + ln.Addr().String()
 	case conformance.TLSFailure:
-		srv := httptest.NewTLSServer(h.handler(s))
+		srv := httptest.NewUnstartedServer(h.handler(s))
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshakes are the point
+		srv.StartTLS()
 		h.servers = append(h.servers, srv)
 		endpoint = srv.URL
 	default:

@@ -89,7 +89,7 @@ func checkKey(key string) error {
 func parseEndpoint(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("sendgrid: endpoint %q is not a URL", transport.Redact(raw))
+		return "", fmt.Errorf("sendgrid: endpoint %q is not an http:// or https:// URL", transport.Redact(raw))
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":

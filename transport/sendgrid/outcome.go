@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -22,38 +21,21 @@ const (
 	maxDetailLen      = 300
 )
 
-// statusKinds are the SendGrid statuses whose meaning is known well enough
-// to override classify's generic HTTP mapping.
-var statusKinds = map[int]transport.Kind{
-	http.StatusBadRequest:            transport.Permanent,  // the request or mail is invalid
-	http.StatusRequestEntityTooLarge: transport.Permanent,  // over SendGrid's 30 MB limit
-	http.StatusUnauthorized:          transport.Connection, // missing, wrong or revoked key
-	http.StatusForbidden:             transport.Connection, // key scope, unverified sender, account
-	http.StatusTooManyRequests:       transport.Temporary,
-}
-
 // outcome turns a SendGrid answer into Send's result: a Receipt for 2xx, a
-// *transport.Error otherwise. key is removed from any text taken from the
-// response; now is the clock X-RateLimit-Reset is measured against.
-func outcome(resp *rest.Response, key string, now time.Time) (transport.Receipt, error) {
+// *transport.Error otherwise. classify.HTTP maps the status and the retry
+// hints (Retry-After, X-RateLimit-Reset); outcome adds SendGrid's error
+// messages as Detail and removes key from any text taken from the response.
+func outcome(resp *rest.Response, key string) (transport.Receipt, error) {
 	h := http.Header(resp.Headers)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return transport.Receipt{MessageID: h.Get("X-Message-Id")}, nil
 	}
 	te := statusError(resp.StatusCode, h, resp.Body)
-	if k, ok := statusKinds[resp.StatusCode]; ok {
-		te.Kind = k
-	} else if resp.StatusCode >= 500 {
-		te.Kind = transport.Temporary
-	}
 	if d := errorDetail(resp.Body); d != "" {
 		te.Detail = d
 	}
 	if key != "" {
 		te.Detail = strings.ReplaceAll(te.Detail, key, "xxxxx")
-	}
-	if te.RetryAfter == 0 && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		te.RetryAfter = retryAfter(h, now)
 	}
 	return transport.Receipt{}, te
 }
@@ -64,27 +46,11 @@ func statusError(status int, h http.Header, body string) *transport.Error {
 	err := classify.HTTP(status, h, []byte(body))
 	var te *transport.Error
 	if errors.As(err, &te) {
-		c := *te
-		return &c
+		return te
 	}
-	// classify has no opinion (1xx, 3xx): the endpoint is not the API.
-	return &transport.Error{Kind: transport.Connection, Code: status, Detail: "unexpected answer " + strconv.Itoa(status) + " from the endpoint", Err: err}
-}
-
-// retryAfter reads Retry-After, then X-RateLimit-Reset (a Unix time); 0
-// when neither gives a future time.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if d := classify.RetryAfter(h.Get("Retry-After"), now); d > 0 {
-		return d
-	}
-	reset, err := strconv.ParseInt(strings.TrimSpace(h.Get("X-RateLimit-Reset")), 10, 64)
-	if err != nil {
-		return 0
-	}
-	if d := time.Unix(reset, 0).Sub(now); d > 0 {
-		return d.Round(time.Second)
-	}
-	return 0
+	// classify sees no failure in a 3xx, but redirects are not followed:
+	// the endpoint is not the API, a setup problem.
+	return &transport.Error{Kind: transport.Connection, Code: status, Detail: "unexpected answer " + strconv.Itoa(status) + " from the endpoint"}
 }
 
 // apiErrors is SendGrid's v3 error body.

@@ -70,7 +70,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		return transport.Receipt{}, classify.Error(err)
 	}
 	// A response whose body could not be read still has its status.
-	return outcome(resp, t.key, time.Now())
+	return outcome(resp, t.key)
 }
 
 // Close releases idle connections. It is idempotent; Send after Close
