@@ -1,0 +1,219 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEnqueueRollbackLeavesNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{}, nil)
+		tx, err := s.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		id, err := q.Enqueue(ctx, tx, testMessage("ann@example.com"), ClientIP("192.0.2.7"))
+		require.NoError(t, err)
+		require.Positive(t, id)
+		var inside int
+		require.NoError(t, tx.QueryRow(`SELECT COUNT(*) FROM `+q.table).Scan(&inside))
+		require.Equal(t, 1, inside, "the row exists inside the transaction")
+		require.NoError(t, tx.Rollback())
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "1=1"), "mail rows after rollback")
+		assert.Equal(t, 0, countRows(t, s.db, q.limits, "1=1"), "rate-limit counters after rollback")
+
+		// And the limit really was not spent: three more go through.
+		for range 3 {
+			_, err := q.Enqueue(ctx, s.db, testMessage("ann@example.com"))
+			require.NoError(t, err)
+		}
+		_, err = q.Enqueue(ctx, s.db, testMessage("ann@example.com"))
+		require.ErrorIs(t, err, ErrRateLimited)
+	})
+}
+
+func TestEnqueueConcurrentRecipientLimit(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		lane := Lane{RecipientLimit: Limit{N: 10, Per: time.Hour}}
+		clock := newManualClock() // a fixed instant: no window boundary mid-test
+		const n = 50
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				db := s.open(t) // separate connections
+				q := newQueue(t, db, lane, clock)
+				errs[i] = enqueueRetryingDeadlocks(ctx, t, q, db)
+			}()
+		}
+		wg.Wait()
+		ok, limited := 0, 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrRateLimited):
+				limited++
+				var rl *RateLimitError
+				require.ErrorAs(t, err, &rl)
+				assert.Positive(t, rl.RetryAfter)
+			default:
+				t.Errorf("unexpected error: %v", err)
+			}
+		}
+		q := newQueue(t, s.db, lane, clock)
+		assert.Equal(t, 10, countRows(t, s.db, q.table, "1=1"), "rows")
+		assert.Equal(t, 10, ok)
+		assert.Equal(t, 40, limited)
+	})
+}
+
+// enqueueRetryingDeadlocks enqueues in a transaction of its own, retrying
+// the transaction on a deadlock as an application would.
+func enqueueRetryingDeadlocks(ctx context.Context, t *testing.T, q *Queue, db *sql.DB) error {
+	for attempt := 0; ; attempt++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		_, err = q.Enqueue(ctx, tx, testMessage("bob@example.com"))
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			_ = tx.Rollback()
+		}
+		if err != nil && strings.Contains(err.Error(), "Deadlock") && attempt < 5 {
+			t.Logf("deadlock, retrying the transaction: %v", err)
+			continue
+		}
+		return err
+	}
+}
+
+func TestEnqueueIdempotencyKey(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{RecipientLimit: Limit{N: 1, Per: time.Hour}}, nil)
+		id1, err := q.Enqueue(ctx, s.db, testMessage("cy@example.com"), IdempotencyKey("order-42-confirmation"))
+		require.NoError(t, err)
+		// Same key: the first id, no second row, and the recipient limit of 1
+		// is not hit because a duplicate counts nothing.
+		id2, err := q.Enqueue(ctx, s.db, testMessage("cy@example.com"), IdempotencyKey("order-42-confirmation"))
+		require.NoError(t, err)
+		assert.Equal(t, id1, id2)
+		assert.Equal(t, 1, countRows(t, s.db, q.table, "1=1"))
+
+		// Concurrent enqueues with one new key from separate connections: one row.
+		var wg sync.WaitGroup
+		ids := make([]int64, 8)
+		errs := make([]error, 8)
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				db := s.open(t)
+				q := newQueue(t, db, Lane{RecipientLimit: NoLimit}, nil)
+				ids[i], errs[i] = q.Enqueue(ctx, db, testMessage("dee@example.com"), IdempotencyKey("signup-7"))
+			}()
+		}
+		wg.Wait()
+		for i := range ids {
+			if errs[i] != nil && strings.Contains(errs[i].Error(), "Deadlock") {
+				continue // the application would retry; the row count below is what matters
+			}
+			require.NoError(t, errs[i])
+			assert.Equal(t, ids[0], ids[i])
+		}
+		assert.Equal(t, 1, countRows(t, s.db, q.table, "idem_key = ?", "signup-7"))
+	})
+}
+
+func TestEnqueueRejectsBadInput(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{MaxSize: 1000}, nil)
+		inject := testMessage("eve@example.com")
+		inject.Subject = "hi\r\nBcc: everyone@example.com"
+		big := testMessage("eve@example.com")
+		big.HTML = strings.Repeat("x", 2000)
+		cases := []struct {
+			name    string
+			msg     *transport.Message
+			opts    []Option
+			wantMsg string
+		}{
+			{"header injection", inject, nil, "subject"},
+			{"no recipient", func() *transport.Message { m := testMessage(""); m.To.Name = ""; return m }(), nil, "to.address"},
+			{"over the lane size", big, nil, "over lane"},
+			{"bad ip", testMessage("eve@example.com"), []Option{ClientIP("300.1.1.1")}, "client IP"},
+			{"bad max attempts", testMessage("eve@example.com"), []Option{MaxAttempts(0)}, "max attempts"},
+			{"deadline in the past", testMessage("eve@example.com"), []Option{NotAfter(time.Now().Add(-time.Hour))}, "not-after"},
+		}
+		for _, c := range cases {
+			_, err := q.Enqueue(ctx, s.db, c.msg, c.opts...)
+			require.Error(t, err, c.name)
+			assert.True(t, errors.Is(err, ErrInvalid) || errors.Is(err, transport.ErrInvalidMessage), "%s: %v", c.name, err)
+			assert.Contains(t, err.Error(), c.wantMsg, c.name)
+		}
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "1=1"))
+		assert.Equal(t, 0, countRows(t, s.db, q.limits, "1=1"))
+	})
+}
+
+func TestEnqueueErrorInsideCommittedTxLeavesNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{RecipientLimit: Limit{N: 1, Per: time.Hour}}, nil)
+		tx, err := s.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = q.Enqueue(ctx, tx, testMessage("fay@example.com"))
+		require.NoError(t, err)
+		_, err = q.Enqueue(ctx, tx, testMessage("fay@example.com"))
+		require.ErrorIs(t, err, ErrRateLimited)
+		require.NoError(t, tx.Commit(), "a caller that ignores the error and commits")
+		assert.Equal(t, 1, countRows(t, s.db, q.table, "1=1"))
+		var n int
+		require.NoError(t, s.db.QueryRow(`SELECT SUM(n) FROM `+q.limits).Scan(&n))
+		assert.Equal(t, 1, n, "the refused enqueue's count was rolled back to the savepoint")
+	})
+}
+
+func TestEnqueueStoresTheFinalMessage(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{}, clock)
+		m := testMessage("gus@example.com")
+		m.ReplyTo.Address = "help@shop.example"
+		id, err := q.Enqueue(ctx, s.db, m, Template("welcome"), Delay(time.Minute), MaxAttempts(1))
+		require.NoError(t, err)
+		jobs, err := q.claim(ctx, "t1", 10, time.Minute)
+		require.NoError(t, err)
+		assert.Empty(t, jobs, "delayed mail is not due yet")
+		clock.Advance(time.Minute)
+		jobs, err = q.claim(ctx, "t1", 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		j := jobs[0]
+		assert.Equal(t, id, j.id)
+		assert.Equal(t, 1, j.maxAttempts)
+		assert.NotEmpty(t, j.msg.MessageID, "a Message-ID is fixed at enqueue time")
+		want := *m
+		want.MessageID = j.msg.MessageID
+		assert.Equal(t, want, j.msg)
+		var tmpl string
+		require.NoError(t, s.db.QueryRow(`SELECT template FROM `+q.table+` WHERE id = ?`, id).Scan(&tmpl))
+		assert.Equal(t, "welcome", tmpl)
+	})
+}

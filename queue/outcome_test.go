@@ -1,0 +1,116 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func defaultPolicy(t *testing.T) RetryPolicy {
+	t.Helper()
+	p, err := RetryPolicy{}.withDefaults()
+	require.NoError(t, err)
+	return p
+}
+
+func TestOutcomeTemporaryFollowsTheScheduleWithJitter(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	temp := &transport.Error{Kind: transport.Temporary, Code: 451, Enhanced: "4.3.0"}
+	want := []time.Duration{2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}
+	for attempt := 1; attempt <= 4; attempt++ {
+		var lo, hi time.Duration = 1 << 62, 0
+		for range 2000 {
+			u := p.outcome(&job{attempts: attempt, maxAttempts: 5}, transport.Receipt{}, temp, now, 0)
+			require.Equal(t, StatusRetry, u.status)
+			require.Equal(t, attempt, u.attempts)
+			wait := time.Duration(u.nextRun-now.UnixMilli()) * time.Millisecond
+			lo, hi = min(lo, wait), max(hi, wait)
+		}
+		base := want[attempt-1]
+		assert.GreaterOrEqual(t, lo, base, "attempt %d", attempt)
+		assert.LessOrEqual(t, hi, base+base/5, "attempt %d: jitter at most 20%%", attempt)
+		assert.Greater(t, hi-lo, base/10, "attempt %d: the jitter spreads retries", attempt)
+	}
+	u := p.outcome(&job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, temp, now, 0)
+	assert.Equal(t, StatusFailed, u.status, "out of attempts")
+	assert.Equal(t, "temporary", u.lastKind)
+	u = p.outcome(&job{attempts: 1, maxAttempts: 1}, transport.Receipt{}, temp, now, 0)
+	assert.Equal(t, StatusFailed, u.status, "single-attempt mail is not retried")
+}
+
+func TestOutcomePermanentIsNeverRetried(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Now()
+	for _, err := range []error{
+		&transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1"},
+		fmt.Errorf("wrapped: %w", &transport.Error{Kind: transport.Permanent, Code: 553}),
+	} {
+		u := p.outcome(&job{attempts: 1, maxAttempts: 5}, transport.Receipt{}, err, now, 0)
+		assert.Equal(t, StatusFailed, u.status)
+		assert.Equal(t, "permanent", u.lastKind)
+		assert.Equal(t, now.UnixMilli(), u.nextRun, "finished now")
+	}
+}
+
+func TestOutcomeRetryAfterAndMaybeDelivered(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Now()
+	u := p.outcome(&job{attempts: 1, maxAttempts: 5}, transport.Receipt{},
+		&transport.Error{Kind: transport.Temporary, Code: 429, RetryAfter: 90 * time.Minute}, now, 0)
+	assert.Equal(t, now.Add(90*time.Minute).UnixMilli(), u.nextRun)
+	assert.Equal(t, 429, u.lastCode)
+
+	u = p.outcome(&job{attempts: 3, maxAttempts: 5}, transport.Receipt{},
+		&transport.Error{Kind: transport.Temporary, RetryAfter: time.Second}, now, 0)
+	assert.GreaterOrEqual(t, u.nextRun, now.Add(30*time.Minute).UnixMilli(), "a short hint does not shorten the schedule")
+
+	u = p.outcome(&job{attempts: 1, maxAttempts: 5}, transport.Receipt{},
+		&transport.Error{Kind: transport.Temporary, MaybeDelivered: true, Err: errors.New("EOF after DATA")}, now, 0)
+	assert.True(t, u.maybeDelivered)
+	u = p.outcome(&job{attempts: 2, maxAttempts: 5, maybeDelivered: true}, transport.Receipt{MessageID: "x"}, nil, now, 0)
+	assert.True(t, u.maybeDelivered, "the flag stays once set")
+	assert.Equal(t, StatusSent, u.status)
+}
+
+func TestOutcomeConnectionSpendsNoAttempt(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Now()
+	conn := &transport.Error{Kind: transport.Connection, Detail: "connection refused"}
+	for streak, base := range []time.Duration{5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 2 * time.Hour} {
+		u := p.outcome(&job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, conn, now, streak+1)
+		require.Equal(t, StatusRetry, u.status, "even on the last attempt")
+		assert.Equal(t, 4, u.attempts, "the attempt is given back")
+		wait := time.Duration(u.nextRun-now.UnixMilli()) * time.Millisecond
+		assert.GreaterOrEqual(t, wait, base)
+		assert.LessOrEqual(t, wait, base+base/5)
+	}
+}
+
+func TestOutcomeExpiry(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Now()
+	j := &job{attempts: 1, maxAttempts: 5, notAfter: now.Add(time.Minute).UnixMilli()}
+	u := p.outcome(j, transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Code: 421}, now, 0)
+	assert.Equal(t, StatusFailed, u.status, "the next try (2m) would be after the deadline (1m)")
+	assert.Equal(t, kindExpired, u.lastKind)
+	assert.Contains(t, u.lastError, "421")
+
+	u = expired(&job{attempts: 1, notAfter: now.Add(-time.Second).UnixMilli()}, now)
+	assert.Equal(t, StatusFailed, u.status)
+	assert.Equal(t, 0, u.attempts, "never tried")
+}
+
+func TestLastErrorIsOneShortLine(t *testing.T) {
+	long := fmt.Errorf("550 5.1.1 %s\r\nsecond line", string(make([]byte, 600)))
+	s := lastError(long)
+	assert.LessOrEqual(t, len(s), maxLastError)
+	assert.NotContains(t, s, "\n")
+	assert.NotContains(t, s, "\x00")
+	assert.Equal(t, "é", truncate("éé", 3), "cut on a rune boundary")
+}

@@ -1,0 +1,89 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStatsCleanupAndMigrate(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		require.NoError(t, Migrate(ctx, s.db), "Migrate is idempotent")
+		require.NoError(t, Migrate(ctx, s.db, "mail_marketing"), "a second lane table")
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
+		ids := enqueueN(t, q, 10)
+		set := func(id int64, status int, nextRun time.Time) {
+			_, err := s.db.Exec(`UPDATE `+q.table+` SET status = ?, next_run = ? WHERE id = ?`, status, nextRun.UnixMilli(), id)
+			require.NoError(t, err)
+		}
+		now := clock.Now()
+		set(ids[0], StatusSent, now.Add(-10*time.Minute))
+		set(ids[1], StatusSent, now.Add(-20*time.Minute))
+		set(ids[2], StatusSent, now.Add(-20*time.Minute))
+		set(ids[3], StatusFailed, now.Add(-30*time.Minute))
+		set(ids[4], StatusSent, now.Add(-2*time.Hour))       // not in the last hour
+		set(ids[5], StatusSending, now.Add(-6*time.Minute))  // lease ended 6 minutes ago: stuck
+		set(ids[6], StatusSending, now.Add(time.Minute))     // leased
+		set(ids[7], StatusRetry, now.Add(time.Hour))         // deferred
+		set(ids[8], StatusSent, now.Add(-31*24*time.Hour))   // old enough to delete
+		set(ids[9], StatusFailed, now.Add(-31*24*time.Hour)) // failed rows are kept 90 days
+
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, Stats{Backlog: 3, Retry: 1, Sending: 2, SentLastHour: 3, FailedLastHour: 1, FailureRate: 0.25, Stuck: 1}, st)
+
+		var progress []int64
+		n, err := q.Cleanup(ctx, Retention{Batch: 1, Pause: time.Millisecond}, func(total int64) { progress = append(progress, total) })
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n)
+		assert.Equal(t, []int64{1}, progress)
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "id = ?", ids[8]))
+		assert.Equal(t, 9, countRows(t, s.db, q.table, "1=1"), "nothing else deleted, least of all sending rows")
+
+		clock.Advance(60 * 24 * time.Hour)
+		n, err = q.Cleanup(ctx, Retention{Batch: 2, Pause: time.Millisecond}, nil)
+		require.NoError(t, err)
+		assert.EqualValues(t, 5, n, "4 sent rows, and the failed row now 91 days old")
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "status = 2"))
+		assert.Equal(t, 1, countRows(t, s.db, q.table, "id = ?", ids[3]), "a failed row of 60 days is kept")
+
+		counts, err := q.CountByStatus(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int64{"sending": 2, "retry": 1, "failed": 1}, counts)
+	})
+}
+
+func TestSendNow(t *testing.T) {
+	ok := newFuncTransport(nil)
+	r, err := SendNow(context.Background(), ok, testMessage("a@example.com"))
+	require.NoError(t, err)
+	assert.NotEmpty(t, r.MessageID)
+
+	_, err = SendNow(context.Background(), ok, testMessage("not an address"))
+	assert.ErrorIs(t, err, transport.ErrInvalidMessage)
+	assert.EqualValues(t, 1, ok.total.Load(), "an invalid message is not sent")
+
+	var deadline time.Time
+	hang := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+		deadline, _ = ctx.Deadline()
+		<-ctx.Done()
+		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Detail: "timeout", Err: ctx.Err()}
+	})
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = SendNow(ctx, hang, testMessage("a@example.com"))
+	assert.Equal(t, transport.Connection, transport.KindOf(err))
+	assert.True(t, errors.Is(err, context.DeadlineExceeded))
+	assert.WithinDuration(t, start.Add(200*time.Millisecond), deadline, 50*time.Millisecond, "a shorter caller deadline wins")
+
+	_, _ = SendNow(context.Background(), hang, testMessage("a@example.com"))
+	assert.WithinDuration(t, start.Add(SendNowTimeout), deadline, time.Second, "3s by default")
+}

@@ -1,0 +1,328 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// funcTransport is a Transport whose Send is a function, counting sends
+// per Message-ID.
+type funcTransport struct {
+	sendFunc func(ctx context.Context, m *transport.Message) (transport.Receipt, error)
+	mu       sync.Mutex
+	sends    map[string]int
+	total    atomic.Int64
+}
+
+func newFuncTransport(f func(ctx context.Context, m *transport.Message) (transport.Receipt, error)) *funcTransport {
+	return &funcTransport{sendFunc: f, sends: map[string]int{}}
+}
+
+func (f *funcTransport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	f.mu.Lock()
+	f.sends[m.MessageID]++
+	f.mu.Unlock()
+	f.total.Add(1)
+	if f.sendFunc == nil {
+		return transport.Receipt{MessageID: "<" + m.MessageID + ">"}, nil
+	}
+	return f.sendFunc(ctx, m)
+}
+
+func (f *funcTransport) Close() error { return nil }
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func enqueueN(t *testing.T, q *Queue, n int) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := q.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	ids := make([]int64, n)
+	for i := range n {
+		ids[i], err = q.Enqueue(ctx, tx, testMessage("user"+strconv.Itoa(i)+"@example.com"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit())
+	return ids
+}
+
+func TestFourWorkersDrainEachMailExactlyOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		const n = 10000
+		lane := Lane{RecipientLimit: NoLimit}
+		q := newQueue(t, s.db, lane, nil)
+		enqueueN(t, q, n)
+		tr := newFuncTransport(nil)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var wg sync.WaitGroup
+		workers := make([]*Worker, 4)
+		for i := range workers {
+			db := s.open(t) // each worker on its own connections
+			w, err := NewWorker(newQueue(t, db, lane, nil), tr, &WorkerOptions{
+				ID: "w" + strconv.Itoa(i), Batch: 100, Concurrency: 8, PollInterval: 20 * time.Millisecond, Logger: quietLogger(),
+			})
+			require.NoError(t, err)
+			workers[i] = w
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = w.Run(ctx) }()
+		}
+		require.Eventually(t, func() bool { return countRows(t, s.db, q.table, "status = 2") == n }, 2*time.Minute, 50*time.Millisecond)
+		cancel()
+		wg.Wait()
+
+		assert.Len(t, tr.sends, n)
+		for id, c := range tr.sends {
+			if c != 1 {
+				t.Errorf("message %s sent %d times", id, c)
+			}
+		}
+		var sent int64
+		for _, w := range workers {
+			st := w.Stats()
+			sent += st.Sent
+			assert.Zero(t, st.Stale)
+			t.Logf("worker %s: %+v", w.ID(), st)
+		}
+		assert.Equal(t, int64(n), sent)
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "status <> 2 OR locked_by <> ''"))
+		assert.Equal(t, n, countRows(t, s.db, q.table, "provider_id LIKE '<%'"), "provider ids stored")
+	})
+}
+
+func TestStaleCompletionIsRejected(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{}, clock)
+		id := enqueueN(t, q, 1)[0]
+
+		slow, err := q.claim(ctx, "slow.1", 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, slow, 1)
+
+		clock.Advance(time.Minute + time.Millisecond) // slow's lease has ended
+		fast, err := q.claim(ctx, "fast.1", 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, fast, 1, "an expired lease is claimable again")
+		assert.Equal(t, 2, fast[0].attempts, "the takeover counts as an attempt")
+
+		sent := rowUpdate{id: id, status: StatusSent, attempts: 1, nextRun: clock.Now().UnixMilli(), sentAt: clock.Now().UnixMilli(), lastKind: "sent", providerID: "slow-id"}
+		applied, err := q.complete(ctx, "slow.1", []rowUpdate{sent})
+		require.NoError(t, err)
+		assert.Equal(t, 0, applied, "the stale worker's write is rejected")
+		r := readRow(t, q, id)
+		assert.Equal(t, StatusSending, r.Status)
+		assert.Equal(t, "fast.1", r.LockedBy)
+
+		sent.providerID = "fast-id"
+		applied, err = q.complete(ctx, "fast.1", []rowUpdate{sent})
+		require.NoError(t, err)
+		assert.Equal(t, 1, applied)
+		r = readRow(t, q, id)
+		assert.Equal(t, StatusSent, r.Status)
+		assert.Equal(t, "fast-id", r.ProviderID)
+		assert.Empty(t, r.LockedBy)
+	})
+}
+
+func TestFreshMailIsNotStarvedByRetries(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
+		old := enqueueN(t, q, 300)
+		// Turn them into a due retry backlog.
+		_, err := s.db.Exec(`UPDATE `+q.table+` SET status = 3, attempts = 1, next_run = ?`, clock.Now().Add(-time.Hour).UnixMilli())
+		require.NoError(t, err)
+		clock.Advance(time.Second)
+		fresh := enqueueN(t, q, 5)
+
+		jobs, err := q.claim(ctx, "t.1", 50, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 50)
+		var got []int64
+		for _, j := range jobs[:5] {
+			got = append(got, j.id)
+		}
+		assert.Equal(t, fresh, got, "pending mail comes first")
+		assert.Equal(t, old[0], jobs[5].id, "then the oldest due retry")
+	})
+}
+
+func TestWorkerCancelLeavesNothingSending(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+		enqueueN(t, q, 40)
+		started := make(chan struct{}, 100)
+		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+			started <- struct{}{}
+			select { // a slow provider: 200 ms per mail
+			case <-time.After(200 * time.Millisecond):
+				return transport.Receipt{MessageID: m.MessageID}, nil
+			case <-ctx.Done():
+				return transport.Receipt{}, ctx.Err()
+			}
+		})
+		w, err := NewWorker(q, tr, &WorkerOptions{Batch: 40, Concurrency: 4, ShutdownTimeout: 5 * time.Second, Logger: quietLogger()})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- w.Run(ctx) }()
+		for range 4 {
+			<-started
+		}
+		cancel() // SIGTERM
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not return after cancel")
+		}
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "status = 1"), "rows left in sending")
+		st := w.Stats()
+		assert.EqualValues(t, 4, st.Sent, "the four sends in flight finished")
+		assert.EqualValues(t, 36, st.Released, "the rest were given back")
+		assert.Equal(t, 36, countRows(t, s.db, q.table, "status = 0 AND attempts = 0 AND locked_by = ''"), "released rows are pending again, attempt not spent")
+	})
+}
+
+func TestWorkerRecyclesAfterMaxMessages(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+		enqueueN(t, q, 30)
+		tr := newFuncTransport(nil)
+		w, err := NewWorker(q, tr, &WorkerOptions{Batch: 8, MaxMessages: 20, Logger: quietLogger()})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, w.Run(ctx))
+		require.NoError(t, ctx.Err(), "Run returned on its own")
+		assert.EqualValues(t, 20, tr.total.Load())
+		assert.Equal(t, 10, countRows(t, s.db, q.table, "status = 0"))
+	})
+}
+
+func TestBreakerPausesTheLaneWithoutBurningAttempts(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		lane := Lane{RecipientLimit: NoLimit, Retry: RetryPolicy{BreakerThreshold: 3, BreakerPause: time.Minute, BreakerMaxPause: 4 * time.Minute}}
+		q := newQueue(t, s.db, lane, clock)
+		enqueueN(t, q, 20)
+		var down atomic.Bool
+		down.Store(true)
+		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+			if down.Load() {
+				return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Detail: "connection refused"}
+			}
+			return transport.Receipt{MessageID: m.MessageID}, nil
+		})
+		w, err := NewWorker(q, tr, &WorkerOptions{Batch: 20, Concurrency: 1, Logger: quietLogger()})
+		require.NoError(t, err)
+
+		n, err := w.cycle(ctx, 20)
+		require.NoError(t, err)
+		assert.Equal(t, 20, n)
+		assert.EqualValues(t, 3, tr.total.Load(), "three connection failures open the breaker; the rest are not tried")
+		assert.EqualValues(t, 17, w.Stats().Released)
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "attempts > 0"), "an outage spends no attempts")
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "status = 1"))
+
+		pause, limit := w.brk.state(clock.Now(), 20)
+		assert.Equal(t, time.Minute, pause)
+		assert.Equal(t, 0, limit)
+
+		// After the pause a single probe; it fails: twice the pause.
+		clock.Advance(time.Minute)
+		_, limit = w.brk.state(clock.Now(), 20)
+		require.Equal(t, 1, limit)
+		clock.Advance(time.Hour) // let the released rows come due
+		_, err = w.cycle(ctx, limit)
+		require.NoError(t, err)
+		assert.EqualValues(t, 4, tr.total.Load())
+		pause, _ = w.brk.state(clock.Now(), 20)
+		assert.Equal(t, 2*time.Minute, pause)
+
+		// The provider is back: the probe succeeds and full batches resume.
+		down.Store(false)
+		clock.Advance(2 * time.Minute)
+		_, limit = w.brk.state(clock.Now(), 20)
+		require.Equal(t, 1, limit)
+		clock.Advance(3 * time.Hour)
+		_, err = w.cycle(ctx, limit)
+		require.NoError(t, err)
+		_, limit = w.brk.state(clock.Now(), 20)
+		assert.Equal(t, 20, limit, "breaker closed")
+		for range 3 {
+			_, err = w.cycle(ctx, limit)
+			require.NoError(t, err)
+		}
+		assert.Equal(t, 20, countRows(t, s.db, q.table, "status = 2"))
+		assert.Equal(t, 20, countRows(t, s.db, q.table, "attempts = 1"), "each mail spent exactly the attempt that delivered it")
+	})
+}
+
+func TestWorkerOutcomesOnRows(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
+		replies := map[string]error{
+			"user0@example.com": nil,
+			"user1@example.com": &transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1", Detail: "no such user"},
+			"user2@example.com": &transport.Error{Kind: transport.Temporary, Code: 451, Enhanced: "4.3.0", Detail: "try later", MaybeDelivered: true},
+			"user3@example.com": &transport.Error{Kind: transport.Temporary, Code: 429, RetryAfter: 3 * time.Hour},
+			"user4@example.com": fmt.Errorf("something nobody classified"),
+		}
+		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+			if err := replies[m.To.Address]; err != nil {
+				return transport.Receipt{}, err
+			}
+			return transport.Receipt{MessageID: "prov-1"}, nil
+		})
+		ids := enqueueN(t, q, 5)
+		w, err := NewWorker(q, tr, &WorkerOptions{Logger: quietLogger()})
+		require.NoError(t, err)
+		_, err = w.cycle(ctx, 10)
+		require.NoError(t, err)
+		now := clock.Now()
+
+		r := readRow(t, q, ids[0])
+		assert.Equal(t, StatusSent, r.Status)
+		assert.Equal(t, "prov-1", r.ProviderID)
+
+		r = readRow(t, q, ids[1])
+		assert.Equal(t, StatusFailed, r.Status, "550 fails at once")
+		assert.Equal(t, "permanent", r.LastKind)
+		assert.Equal(t, 550, r.LastCode)
+		assert.Contains(t, r.LastError, "5.1.1 no such user")
+
+		r = readRow(t, q, ids[2])
+		assert.Equal(t, StatusRetry, r.Status)
+		assert.Equal(t, 1, r.MaybeDelivered)
+		assert.GreaterOrEqual(t, r.NextRun, now.Add(2*time.Minute).UnixMilli())
+		assert.LessOrEqual(t, r.NextRun, now.Add(144*time.Second).UnixMilli(), "2m + at most 20%")
+
+		r = readRow(t, q, ids[3])
+		assert.Equal(t, StatusRetry, r.Status)
+		assert.Equal(t, now.Add(3*time.Hour).UnixMilli(), r.NextRun, "RetryAfter beats the shorter schedule")
+
+		r = readRow(t, q, ids[4])
+		assert.Equal(t, StatusRetry, r.Status, "unclassified errors are temporary")
+		assert.Equal(t, "temporary", r.LastKind)
+	})
+}
