@@ -48,6 +48,7 @@
 //	other codes and non-AWS answers         by HTTP status as package
 //	                                        classify maps it, but never
 //	                                        Permanent
+//	a redirect (never followed)             Connection: the endpoint is wrong
 //	no connection, TLS, timeout before
 //	the request was written                 as classify.Error maps it
 //	no answer after the whole request       Temporary with MaybeDelivered

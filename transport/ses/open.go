@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
@@ -72,11 +73,11 @@ func Open(ctx context.Context, opts *Options) (*Transport, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	hc := newHTTPClient()
-	cfg, err := loadConfig(ctx, &o, hc)
+	cfg, err := loadConfig(ctx, &o)
 	if err != nil {
 		return nil, err
 	}
+	hc := newHTTPClient(cfg.HTTPClient)
 	client := sesv2.NewFromConfig(cfg, func(so *sesv2.Options) {
 		// One request per Send: the queue owns retries.
 		so.Retryer = aws.NopRetryer{}
@@ -97,7 +98,7 @@ func Open(ctx context.Context, opts *Options) (*Transport, error) {
 
 // loadConfig builds the AWS configuration: only the static credentials and
 // region of o when credentials are given, else the standard chain.
-func loadConfig(ctx context.Context, o *Options, hc *http.Client) (aws.Config, error) {
+func loadConfig(ctx context.Context, o *Options) (aws.Config, error) {
 	if o.AccessKeyID != "" {
 		if o.Region == "" {
 			return aws.Config{}, errors.New("ses: a region is required with static credentials")
@@ -105,10 +106,9 @@ func loadConfig(ctx context.Context, o *Options, hc *http.Client) (aws.Config, e
 		return aws.Config{
 			Region:      o.Region,
 			Credentials: credentials.NewStaticCredentialsProvider(o.AccessKeyID, o.SecretAccessKey, ""),
-			HTTPClient:  hc,
 		}, nil
 	}
-	load := []func(*config.LoadOptions) error{config.WithHTTPClient(hc)}
+	var load []func(*config.LoadOptions) error
 	if o.Region != "" {
 		load = append(load, config.WithRegion(o.Region))
 	}
@@ -158,10 +158,16 @@ func checkEndpoint(raw string) error {
 }
 
 // newHTTPClient returns a client that never follows redirects (a redirected
-// POST could be a second attempt). Send bounds each request by its context.
-func newHTTPClient() *http.Client {
+// POST could be a second attempt). It keeps the transport settings of the
+// AWS configuration's client, such as a custom CA bundle (AWS_CA_BUNDLE).
+// Send bounds each request by its context.
+func newHTTPClient(configured aws.HTTPClient) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if bc, ok := configured.(*awshttp.BuildableClient); ok {
+		tr = bc.GetTransport()
+	}
 	return &http.Client{
-		Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

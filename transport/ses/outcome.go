@@ -133,14 +133,16 @@ func classifyAPIError(status int, header http.Header, code, message string) *tra
 	return &transport.Error{Kind: kind, Code: status}
 }
 
-// statusError classifies an HTTP status with the generic table of package
-// classify.
+// statusError classifies a failing HTTP status with the generic table of
+// package classify. Redirects, which classify does not count as failures,
+// are Connection: Send never follows them, and SES does not send them, so
+// the endpoint is wrong.
 func statusError(status int, header http.Header) *transport.Error {
 	var e *transport.Error
 	if errors.As(classify.HTTP(status, header, nil), &e) {
 		return e
 	}
-	return &transport.Error{Kind: transport.Temporary, Code: status}
+	return &transport.Error{Kind: transport.Connection, Code: status, Detail: http.StatusText(status)}
 }
 
 // withRetryAfter sets e.RetryAfter from a Retry-After header unless it is

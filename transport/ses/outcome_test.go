@@ -99,6 +99,10 @@ func TestErrorTable(t *testing.T) {
 		{name: "multi-line message on one line", answer: sesError(400, "MessageRejected", "Illegal\r\naddress\tfound"),
 			kind: transport.Permanent, code: 400, detail: "MessageRejected: Illegal address found"},
 
+		{name: "redirect is not followed", answer: func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/v2/email/outbound-emails", http.StatusTemporaryRedirect)
+		}, kind: transport.Connection, code: 307},
+
 		// A 2xx that cannot be read: the mail was probably accepted.
 		{name: "200 whose body does not parse", answer: func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
