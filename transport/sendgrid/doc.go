@@ -30,10 +30,13 @@
 // # Outcomes
 //
 //	2xx                 Sent; Receipt.MessageID is the X-Message-Id header
+//	                    (empty if SendGrid sent none)
 //	429                 Temporary, RetryAfter from Retry-After or X-RateLimit-Reset
 //	5xx                 Temporary
 //	400, 413            Permanent, Detail holds SendGrid's error messages
 //	401, 403            Connection: the key, its scopes or the account is wrong
+//	3xx                 Connection: redirects are not followed (a
+//	                    redirected POST would be a second attempt)
 //	other statuses      as package classify maps HTTP statuses
 //	no connection, TLS  Connection (via classify.Error)
 //	no answer after the

@@ -86,7 +86,14 @@ func errorDetail(body string) string {
 
 // htmlTitle returns the text of the first <title> element in s, or "".
 func htmlTitle(s string) string {
-	lower := strings.ToLower(s)
+	// Lower ASCII only, so that indexes into lower are indexes into s.
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	lower := string(b)
 	start := strings.Index(lower, "<title>")
 	if start < 0 {
 		return ""
@@ -99,12 +106,13 @@ func htmlTitle(s string) string {
 	return s[start : start+end]
 }
 
-// clean collapses whitespace and control characters to single spaces and
-// cuts s to maxDetailLen bytes on a rune boundary.
+// clean replaces invalid UTF-8, collapses whitespace and control characters
+// to single spaces and cuts s to maxDetailLen bytes on a rune boundary.
 func clean(s string) string {
 	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.IsControl(r)
 	}), " ")
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= maxDetailLen {
 		return s
 	}

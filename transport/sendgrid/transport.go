@@ -26,14 +26,14 @@ var ErrClosed = errors.New("sendgrid: transport is closed")
 type Transport struct {
 	key    string
 	base   string
-	http   *http.Client
+	hc     *http.Client
 	client *rest.Client
 	closed atomic.Bool
 }
 
 func newTransport(key, base string, timeout time.Duration) *Transport {
 	hc := newHTTPClient(timeout)
-	return &Transport{key: key, base: base, http: hc, client: &rest.Client{HTTPClient: hc}}
+	return &Transport{key: key, base: base, hc: hc, client: &rest.Client{HTTPClient: hc}}
 }
 
 // Send posts m to /v3/mail/send once. A 2xx answer is success and the
@@ -77,7 +77,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 // fails with ErrClosed in its chain.
 func (t *Transport) Close() error {
 	t.closed.Store(true)
-	t.http.CloseIdleConnections()
+	t.hc.CloseIdleConnections()
 	return nil
 }
 

@@ -1,0 +1,39 @@
+package sendgrid
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestErrorDetail(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"v3 errors with fields", `{"errors":[{"message":"Bad to","field":"personalizations.0.to","help":null},{"message":"No subject","field":null}]}`, "Bad to (personalizations.0.to); No subject"},
+		{"four errors, three kept", `{"errors":[{"message":"a"},{"message":"b"},{"message":"c"},{"message":"d"}]}`, "a; b; c; and 1 more"},
+		{"line breaks in a message", `{"errors":[{"message":"line one\r\nline two"}]}`, "line one line two"},
+		{"html title", "<HTML><HEAD><TITLE>413 Request Entity Too Large</TITLE></HEAD></HTML>", "413 Request Entity Too Large"},
+		{"case change that resizes UTF-8 before the title", "İİİİ<title>ok</title>", "ok"},
+		{"unterminated title", "<title>never closed", ""},
+		{"empty", "", ""},
+		{"other JSON", `{"message":"not the v3 shape"}`, ""},
+		{"invalid UTF-8 in a title", "<title>bad \xff byte</title>", "bad \uFFFD byte"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorDetail(tt.body); got != tt.want {
+				t.Errorf("errorDetail(%q) = %q, want %q", tt.body, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCleanCutsOnARuneBoundary(t *testing.T) {
+	got := clean(strings.Repeat("é", maxDetailLen))
+	if len(got) > maxDetailLen+len("...") || !strings.HasSuffix(got, "...") {
+		t.Fatalf("clean of a long text = %d bytes %q, want at most %d bytes ending in ...", len(got), got, maxDetailLen+3)
+	}
+	if !strings.HasPrefix(got, "éé") || strings.ContainsRune(got, '\uFFFD') {
+		t.Errorf("clean cut inside a rune: %q", got)
+	}
+}
