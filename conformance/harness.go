@@ -89,7 +89,8 @@ var ErrUnsupported = errors.New("conformance: not supported by this backend")
 type HarnessMaker func(ctx context.Context, t *testing.T) (Harness, error)
 
 // Harness is a scenario factory over an adapter's real backend (an
-// in-process SMTP server, an httptest server), not a mock.
+// in-process SMTP server, an httptest server), not a mock. The suite calls
+// Open once per Harness; the package documentation details the contract.
 type Harness interface {
 	// Open returns a new Transport whose backend answers every Send as
 	// scenario s says. It returns an error wrapping ErrUnsupported when the
