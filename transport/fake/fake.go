@@ -1,0 +1,199 @@
+package fake
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// DefaultTimeout bounds a hang or stall step when Options.Timeout is 0, as
+// a real client's own timeout would.
+const DefaultTimeout = 15 * time.Second
+
+// ErrClosed is in the chain of the error Send returns after Close.
+var ErrClosed = errors.New("fake: transport is closed")
+
+// Options configure a fake Transport. The zero value accepts every mail.
+type Options struct {
+	// Script lists the steps Sends take, in order (see the package
+	// documentation); each Send consumes one and the last one repeats. An
+	// empty Script is "ok".
+	Script []string
+	// Cycle makes the script start over after its last step instead of
+	// repeating that step.
+	Cycle bool
+	// Recipient takes the step from the recipient's plus tag
+	// (user+550@example.com takes 550); a recipient without a tag that names
+	// a step takes the next script step.
+	Recipient bool
+	// Timeout bounds how long a hang or stall step blocks when the context
+	// has no earlier deadline; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Latency is how long every Send takes before its step, honouring the
+	// context (a context done meanwhile fails like a dial timeout).
+	Latency time.Duration
+}
+
+// Transport replays recorded provider responses. It is safe for concurrent
+// use and records a copy of every message that reached a step.
+type Transport struct {
+	script    []*fixture
+	cycle     bool
+	recipient bool
+	timeout   time.Duration
+	latency   time.Duration
+	closing   chan struct{} // closed by Close: releases hang and stall steps
+
+	mu       sync.Mutex
+	next     int
+	closed   bool
+	messages []transport.Message
+	sent     []transport.Message
+}
+
+// New returns a fake Transport. It panics if opts names an unknown step;
+// use [URLOpener] for scripts that come from input.
+func New(opts *Options) *Transport {
+	t, err := newTransport(opts)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func newTransport(opts *Options) (*Transport, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	t := &Transport{
+		cycle:     opts.Cycle,
+		recipient: opts.Recipient,
+		timeout:   opts.Timeout,
+		latency:   opts.Latency,
+		closing:   make(chan struct{}),
+	}
+	if t.timeout == 0 {
+		t.timeout = DefaultTimeout
+	}
+	if t.timeout < 0 || t.latency < 0 {
+		return nil, errors.New("fake: timeout and latency must not be negative")
+	}
+	steps := opts.Script
+	if len(steps) == 0 {
+		steps = []string{"ok"}
+	}
+	for _, s := range steps {
+		f, err := lookupStep(s)
+		if err != nil {
+			return nil, err
+		}
+		t.script = append(t.script, f)
+	}
+	return t, nil
+}
+
+// Close makes every later Send fail with [ErrClosed] and releases Sends
+// blocked in a hang or stall step. It is idempotent and returns nil.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.closed = true
+		close(t.closing)
+	}
+	return nil
+}
+
+// take consumes the step for m and records a copy of m (with its
+// MessageID set); it fails after Close.
+func (t *Transport) take(m *transport.Message) (*fixture, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, closedError()
+	}
+	t.messages = append(t.messages, cloneMessage(m))
+	if t.recipient {
+		if f := tagStep(m.To.Address); f != nil {
+			return f, nil
+		}
+	}
+	i := t.next
+	if t.cycle {
+		i %= len(t.script)
+	} else {
+		i = min(i, len(t.script)-1)
+	}
+	t.next++
+	return t.script[i], nil
+}
+
+// tagStep returns the fixture named by the plus tag of addr, or nil.
+func tagStep(addr string) *fixture {
+	local, _, _ := strings.Cut(addr, "@")
+	_, tag, ok := strings.Cut(local, "+")
+	if !ok {
+		return nil
+	}
+	f, err := lookupStep(tag)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+func (t *Transport) recordSent(m *transport.Message) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sent = append(t.sent, cloneMessage(m))
+}
+
+// Sent returns copies of the messages the fake accepted, in order.
+func (t *Transport) Sent() []transport.Message {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return cloneMessages(t.sent)
+}
+
+// Messages returns copies of every message a Send attempted to deliver,
+// accepted or not, in order. A Send that failed before an attempt (after
+// Close, with a context already done, for an invalid message) is not in it.
+// A message given without a MessageID is recorded with the one generated.
+func (t *Transport) Messages() []transport.Message {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return cloneMessages(t.messages)
+}
+
+// Attempts returns how many delivery attempts Sends made: len(Messages()).
+func (t *Transport) Attempts() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.messages)
+}
+
+// Reset forgets every recorded message and restarts the script.
+func (t *Transport) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.messages, t.sent, t.next = nil, nil, 0
+}
+
+func cloneMessage(m *transport.Message) transport.Message {
+	c := *m
+	c.Headers = append([]transport.Header(nil), m.Headers...)
+	return c
+}
+
+func cloneMessages(ms []transport.Message) []transport.Message {
+	out := make([]transport.Message, len(ms))
+	for i := range ms {
+		out[i] = cloneMessage(&ms[i])
+	}
+	return out
+}
+
+var _ transport.Transport = (*Transport)(nil)
