@@ -99,7 +99,7 @@ func classifySendError(err error, wrote bool, now time.Time) error {
 		// SES answered success but the body did not parse (or broke off):
 		// the mail was probably accepted.
 		return &transport.Error{Kind: transport.Temporary, Code: status, MaybeDelivered: true,
-			Detail: "ses: accepted, but the answer could not be read", Err: err}
+			Detail: "accepted, but the answer could not be read", Err: err}
 	}
 	header := respErr.Response.Header
 	var apiErr smithy.APIError

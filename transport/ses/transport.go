@@ -51,7 +51,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	// Resolving credentials first keeps a missing or broken credential
 	// chain apart from failures on the wire: it is our setup, not the mail.
 	if _, err := t.creds.Retrieve(ctx); err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Detail: "ses: no usable AWS credentials", Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Detail: "no usable AWS credentials", Err: err}
 	}
 	// wrote is set once the whole request, body included, went out: from
 	// then on a missing answer may hide an accepted mail.
@@ -77,7 +77,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	}
 	if out.MessageId == nil || *out.MessageId == "" {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Code: http.StatusOK, MaybeDelivered: true,
-			Detail: "ses: accepted without a MessageId"}
+			Detail: "accepted without a MessageId"}
 	}
 	return transport.Receipt{MessageID: *out.MessageId}, nil
 }
