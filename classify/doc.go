@@ -36,9 +36,8 @@
 //	5xx about rates or a passing condition: "too many",          Temporary
 //	  "throttl", "try again later", "temporar", "rate limit",
 //	  "frequency", "try again in N"
-//	5xx mailbox full: x.2.2 (RFC 3463: a persistent transient    Temporary
-//	  failure), or "quota", "mailbox full", "exceeded storage"
-//	  with no enhanced code or another x.2.x
+//	5xx about the recipient's quota: "quota", "exceeded storage" Temporary
+//	  with no enhanced code or an x.2.x one
 //	other 5xx: x.1.x bad address, x.2.x, x.3.x, x.4.x, x.5.x,    Permanent
 //	  x.6.x, x.7.1 policy or spam, x.7.23-x.7.27 SPF, DKIM, DMARC
 //	empty, unparsable, code outside 200-599                      Temporary

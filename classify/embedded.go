@@ -22,23 +22,30 @@ import (
 // "took: 450 ms") are never a reply. A quoted text is unquoted; otherwise
 // the text runs to the end of the line.
 func embeddedReply(s string) (code int, text string, ok bool) {
+	end := -1 // end of the line holding s[i], found once per line
 	for i := 0; i+3 <= len(s); i++ {
 		code, ok := replyCode(s[i : i+3])
 		if !ok || code < 400 || (i > 0 && isDigit(s[i-1])) {
 			continue
 		}
-		if text, ok := replyAt(s, i); ok {
+		if end < i {
+			if end = strings.IndexByte(s[i:], '\n'); end < 0 {
+				end = len(s)
+			} else {
+				end += i
+			}
+		}
+		if text, ok := replyAt(s, i, s[i+3:end]); ok {
 			return code, text, true
 		}
 	}
 	return 0, "", false
 }
 
-// replyAt returns the text of the reply whose code starts at s[i], if the
-// context makes it one (see embeddedReply).
-func replyAt(s string, i int) (text string, ok bool) {
-	rest := s[i+3:]
-	line, _, _ := strings.Cut(rest, "\n")
+// replyAt returns the text of the reply whose code starts at s[i] and is
+// followed by line up to the end of its line, if the context makes it one
+// (see embeddedReply).
+func replyAt(s string, i int, line string) (text string, ok bool) {
 	switch {
 	case i == 0 || s[i-1] == '\n':
 		if line == "" {

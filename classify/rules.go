@@ -22,7 +22,7 @@ func smtpKind(code int, enh enhanced, low string) transport.Kind {
 		return transport.Temporary
 	case authOrTLS(code, enh, low), relayDenied.MatchString(low), strings.Contains(low, "not verified"):
 		return transport.Connection
-	case transient.MatchString(low), mailboxFull(enh, low):
+	case transient.MatchString(low), overQuota(enh, low):
 		return transport.Temporary
 	default:
 		return transport.Permanent
@@ -93,16 +93,13 @@ var relayDenied = regexp.MustCompile(`\brelay(ing)?( access)? (denied|not (permi
 // say the condition is temporary.
 var transient = regexp.MustCompile(`too many|throttl|try (again )?later|temporar|rate[ -]?limit|\brate\b.{0,20}\bexceeded|\bfrequency\b|(try again|retry) (in|after) \d`)
 
-// mailboxFull reports a full mailbox: RFC 3463 calls x.2.2 "a persistent
-// transient failure" (the recipient can make room), and servers that send
-// no enhanced code or another x.2.x say "quota" or "mailbox full".
-func mailboxFull(enh enhanced, low string) bool {
-	if enh.is(2, 2) {
-		return true
-	}
+// overQuota reports a 5xx about the recipient's storage quota, which the
+// recipient can clear ("552 5.2.2 ... Quota exceeded"), with no enhanced
+// code or an x.2.x one. Other x.2.x replies, such as "552 5.2.2 Mailbox
+// full", stay Permanent.
+func overQuota(enh enhanced, low string) bool {
 	if enh.code != "" && enh.subject != 2 {
 		return false
 	}
-	return strings.Contains(low, "quota") || strings.Contains(low, "mailbox full") ||
-		strings.Contains(low, "mailbox is full") || strings.Contains(low, "exceeded storage")
+	return strings.Contains(low, "quota") || strings.Contains(low, "exceeded storage")
 }

@@ -93,7 +93,7 @@ var smtpReplies = []struct {
 	// The conformance suite's replies.
 	{"conformance 421", "421 4.7.0 Too many concurrent SMTP connections from this IP address; please try again later", want{temporary, 421, "4.7.0", 0, ""}},
 	{"conformance 451", "451 4.3.0 Temporary local problem, please try again", want{temporary, 451, "4.3.0", 0, ""}},
-	{"conformance 552", "552 5.2.2 Mailbox full", want{temporary, 552, "5.2.2", 0, "Mailbox full"}},
+	{"conformance 552", "552 5.2.2 Mailbox full", want{permanent, 552, "5.2.2", 0, "Mailbox full"}},
 	{"conformance 553", "553 5.1.3 The recipient address is not a valid RFC 5321 address", want{permanent, 553, "5.1.3", 0, ""}},
 	{"conformance 554", "554 5.7.1 Message rejected: the content looks like spam", want{permanent, 554, "5.7.1", 0, ""}},
 
