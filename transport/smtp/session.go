@@ -1,0 +1,124 @@
+package smtp
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/wneessen/go-mail/smtp"
+
+	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/transport"
+)
+
+// quitWait bounds the polite QUIT when an idle or closed transport lets a
+// connection go.
+const quitWait = time.Second
+
+// session is one SMTP connection, greeted, secured and authenticated,
+// ready for MAIL FROM. It is used by one Send at a time.
+type session struct {
+	conn *conn
+	sc   *smtp.Client
+	idle *time.Timer // set while the session waits in the pool
+}
+
+// dial opens a session: TCP connect, implicit TLS handshake or greeting,
+// EHLO, STARTTLS, AUTH. All of it is bounded by ctx and by the per-I/O
+// timeout. On failure nothing stays open and the error is classified;
+// nothing of a mail was sent.
+func (t *Transport) dial(ctx context.Context) (*session, error) {
+	d := net.Dialer{Timeout: t.cfg.timeout}
+	raw, err := d.DialContext(ctx, "tcp", t.cfg.addr)
+	if err != nil {
+		return nil, t.setupError(ctx, "connect", err)
+	}
+	c := &conn{Conn: raw, timeout: t.cfg.timeout}
+	stop := c.bind(ctx)
+	s, stage, err := t.handshake(ctx, c)
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, t.setupError(ctx, stage, err)
+	}
+	return s, nil
+}
+
+// handshake runs the protocol up to the first MAIL FROM on c. stage names
+// the step that failed.
+func (t *Transport) handshake(ctx context.Context, c *conn) (s *session, stage string, err error) {
+	var nc net.Conn = c
+	if t.cfg.tlsMode == ImplicitTLS {
+		tc := tls.Client(c, t.cfg.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, "tls handshake", err
+		}
+		nc = tc
+	}
+	sc, err := smtp.NewClient(nc, t.cfg.host)
+	if err != nil {
+		return nil, "greeting", err
+	}
+	if err := sc.Hello(t.cfg.helo); err != nil {
+		return nil, "ehlo", err
+	}
+	if t.cfg.tlsMode == StartTLS {
+		if ok, _ := sc.Extension("STARTTLS"); !ok {
+			return nil, "starttls", errNoSTARTTLS
+		}
+		if err := sc.StartTLS(t.cfg.tls); err != nil {
+			return nil, "starttls", err
+		}
+	}
+	if t.cfg.username != "" {
+		a := &auth{username: t.cfg.username, password: t.cfg.password, allowPlaintext: t.cfg.tlsMode == NoTLS}
+		if err := sc.Auth(a); err != nil {
+			return nil, "auth", err
+		}
+	}
+	return &session{conn: c, sc: sc}, "", nil
+}
+
+// errNoSTARTTLS: TLS is mandatory and the server does not offer STARTTLS
+// (or someone on the path removed it).
+var errNoSTARTTLS = errors.New("smtp: server does not offer STARTTLS, and tls=starttls requires it")
+
+// setupError classifies a failure before any mail was handed over: it is
+// never MaybeDelivered. When ctx ended, its error is the cause.
+func (t *Transport) setupError(ctx context.Context, stage string, err error) error {
+	switch {
+	case errors.Is(err, errNoSTARTTLS):
+		return &transport.Error{Kind: transport.Connection, Detail: "server does not offer STARTTLS", Err: err}
+	case errors.Is(err, errAuthNeedsTLS):
+		return &transport.Error{Kind: transport.Connection, Detail: "credentials refused over a connection without TLS", Err: err}
+	case errors.Is(err, errNoAuthMechanism):
+		return &transport.Error{Kind: transport.Connection, Detail: "server offers no supported AUTH mechanism", Err: err}
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w: %w", ctxErr, err)
+	}
+	return classify.Error(fmt.Errorf("smtp: %s %s: %w", stage, t.cfg.addr, err))
+}
+
+// alive reports whether a session that waited in the pool still answers
+// NOOP within ctx.
+func (s *session) alive(ctx context.Context) bool {
+	stop := s.conn.bind(ctx)
+	err := s.sc.Noop()
+	return stop() && err == nil
+}
+
+// quit says QUIT, waiting at most quitWait, and closes the connection.
+func (s *session) quit() {
+	s.conn.setLimit(time.Now().Add(quitWait))
+	_ = s.sc.Quit()
+	s.close()
+}
+
+// close drops the connection without a word.
+func (s *session) close() { _ = s.conn.Close() }

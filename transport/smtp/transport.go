@@ -1,0 +1,120 @@
+package smtp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/wneessen/go-mail"
+
+	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/render"
+)
+
+// Transport sends mail to one SMTP server over a small pool of reused
+// connections. It is safe for concurrent use.
+type Transport struct {
+	cfg  *config
+	mail *mail.Client // sends on the pool's sessions; never dials
+	pool *pool
+}
+
+// errClosed is the cause of every Send after Close.
+var errClosed = errors.New("smtp: transport is closed")
+
+// Open returns a Transport for the SMTP server at host and port (0 means
+// 587, or 465 with implicit TLS); nil opts means the defaults. It checks
+// the options, reads the password from the environment and the CA file,
+// but does not connect: the first Send does, so ctx is not used.
+func Open(_ context.Context, host string, port int, opts *Options) (*Transport, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	cfg, err := resolve(host, port, *opts)
+	if err != nil {
+		return nil, err
+	}
+	// go-mail's Client only runs transactions on sessions dialed here; its
+	// NOOP before each message is ours to decide (see session.alive).
+	client, err := mail.NewClient(host, mail.WithoutNoop(), mail.WithTimeout(cfg.timeout))
+	if err != nil {
+		return nil, fmt.Errorf("smtp: %w", err)
+	}
+	return &Transport{cfg: cfg, mail: client, pool: newPool(cfg.pool, cfg.idleTimeout)}, nil
+}
+
+// Send delivers m in one SMTP transaction on a pooled or new connection.
+// An invalid m is a Permanent error and nothing is sent. The Receipt holds
+// the Message-ID header the mail went out with (m.MessageID, or a fresh one
+// when it is empty) and the server's 250 reply.
+func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	msg, err := render.Msg(m)
+	if err != nil {
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Detail: "invalid message", Err: err}
+	}
+	s, err := t.session(ctx)
+	if err != nil {
+		return transport.Receipt{}, err
+	}
+	stop := s.conn.bind(ctx)
+	err = t.mail.SendWithSMTPClient(s.sc, msg)
+	if stop() && err == nil {
+		t.pool.put(s)
+	} else {
+		t.pool.discard(s)
+	}
+	// A 250 after the DATA terminator is a delivery even if the RSET after
+	// it failed.
+	if msg.IsDelivered() {
+		return transport.Receipt{MessageID: render.MessageID(msg), Response: msg.ServerResponse()}, nil
+	}
+	return transport.Receipt{}, sendError(ctx, err)
+}
+
+// session returns a session that is ready for MAIL FROM, holding one pool
+// slot: an idle one that still answers, or a new one.
+func (t *Transport) session(ctx context.Context) (*session, error) {
+	if err := t.pool.acquire(ctx); errors.Is(err, errClosed) {
+		return nil, &transport.Error{Kind: transport.Connection, Detail: "transport is closed", Err: err}
+	} else if err != nil {
+		return nil, t.setupError(ctx, "wait for a connection to", err)
+	}
+	for s := t.pool.take(); s != nil; s = t.pool.take() {
+		if s.alive(ctx) {
+			return s, nil
+		}
+		s.close()
+	}
+	s, err := t.dial(ctx)
+	if err != nil {
+		t.pool.release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the idle connections and makes later Sends fail; a Send in
+// progress finishes on its connection, which is closed after it. Close is
+// idempotent.
+func (t *Transport) Close() error {
+	t.pool.close()
+	return nil
+}
+
+// sendError classifies a failed transaction: a connection lost or silent
+// after the DATA terminator without a reply may have delivered the mail;
+// everything else is a reply or a failure before the mail was handed over.
+// When ctx ended, its error is the cause.
+func sendError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		err = fmt.Errorf("%w: %w", ctxErr, err)
+	}
+	var se *mail.SendError
+	if errors.As(err, &se) && se.Reason == mail.ErrSMTPDataClose && se.ErrorCode() == 0 {
+		return classify.MaybeDelivered(err)
+	}
+	return classify.Error(err)
+}
+
+var _ transport.Transport = (*Transport)(nil)
