@@ -1,0 +1,82 @@
+package fake
+
+import (
+	"context"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+func TestParseURL(t *testing.T) {
+	for raw, want := range map[string]Options{
+		"fake://":  {},
+		"fake:///": {},
+		"fake://user:pw@anyhost/?script=ok,+421+,550&cycle=true&recipient=1&timeout=2s&latency=5ms": {
+			Script: []string{"ok", "421", "550"}, Cycle: true, Recipient: true, Timeout: 2 * time.Second, Latency: 5 * time.Millisecond,
+		},
+		"fake://?cycle=false&script=hang": {Script: []string{"hang"}},
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseURL(u)
+		if err != nil {
+			t.Errorf("%s: %v", raw, err)
+			continue
+		}
+		if !reflect.DeepEqual(*got, want) {
+			t.Errorf("%s: got %+v, want %+v", raw, *got, want)
+		}
+	}
+}
+
+func TestOpenURLErrors(t *testing.T) {
+	var mux transport.Mux
+	mux.Register(Scheme, URLOpener{})
+	for raw, want := range map[string]string{
+		"fake://u:hunter2@h?scrpit=ok":            `unknown parameter "scrpit"`,
+		"fake://u:hunter2@h?script=ok&script=550": `parameter "script" given 2 times`,
+		"fake://u:hunter2@h?script=ok,5500":       `fake: unknown step "5500"`,
+		"fake://u:hunter2@h?script=ok,,550":       `fake: unknown step ""`,
+		"fake://u:hunter2@h?cycle=yes":            `fake: cycle="yes"`,
+		"fake://u:hunter2@h?recipient=2":          `fake: recipient="2"`,
+		"fake://u:hunter2@h?timeout=5":            `fake: timeout="5" in URL`,
+		"fake://u:hunter2@h?latency=-5ms":         `fake: latency="-5ms"`,
+		"fake://u:hunter2@h/550":                  "fake: URL",
+	} {
+		tr, err := mux.OpenTransport(context.Background(), raw)
+		if err == nil {
+			_ = tr.Close()
+			t.Errorf("%s: opened, want an error containing %q", raw, want)
+			continue
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %q, want it to contain %q", raw, err, want)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: error shows the password: %q", raw, err)
+		}
+	}
+	if _, err := (URLOpener{}).OpenTransportURL(context.Background(), &url.URL{Scheme: "smtp"}); err == nil {
+		t.Error("opened an smtp URL, want an error")
+	}
+}
+
+func TestOpenURLSends(t *testing.T) {
+	var mux transport.Mux
+	mux.Register(Scheme, URLOpener{})
+	tr, err := mux.OpenTransport(context.Background(), "fake://?script=550,ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	got := sendKinds(t, tr.(*Transport), "rcpt@example.net", 2)
+	if want := []transport.Kind{transport.Permanent, transport.Sent}; !reflect.DeepEqual(got, want) {
+		t.Errorf("kinds = %v, want %v", got, want)
+	}
+}
