@@ -84,16 +84,20 @@ type server struct {
 	port   int
 	caFile string // PEM of the CA that signed the trusted certificate
 
-	script script
-	srv    *gosmtp.Server
-	done   chan struct{} // closed when the server stops; ends hangs
+	srv  *gosmtp.Server
+	done chan struct{} // closed when the server stops; ends hangs
+	stop func()        // stops the server; idempotent
 
 	mu       sync.Mutex
-	conns    int // connections accepted
-	auths    int // AUTH exchanges started
-	mails    int // MAIL FROM commands (transactions started)
-	rcpts    int // RCPT TO commands
-	datas    int // DATA bodies read to the terminator
+	script   script
+	live     map[net.Conn]bool // open connections
+	maxLive  int               // most connections open at once
+	conns    int               // connections accepted
+	closed   int               // connections closed
+	auths    int               // AUTH exchanges started
+	mails    int               // MAIL FROM commands (transactions started)
+	rcpts    int               // RCPT TO commands
+	datas    int               // DATA bodies read to the terminator
 	accepted []received
 	queueID  int
 }
@@ -106,7 +110,7 @@ func startServer(t testing.TB, sc script) *server {
 		t.Fatal(err)
 	}
 	tcp := ln.Addr().(*net.TCPAddr)
-	s := &server{addr: tcp.String(), host: "127.0.0.1", port: tcp.Port, script: sc, done: make(chan struct{})}
+	s := &server{addr: tcp.String(), host: "127.0.0.1", port: tcp.Port, script: sc, done: make(chan struct{}), live: map[net.Conn]bool{}}
 	c := testCerts(t)
 	s.caFile = filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(s.caFile, c.caPEM, 0o600); err != nil {
@@ -119,27 +123,30 @@ func startServer(t testing.TB, sc script) *server {
 	s.srv.AllowInsecureAuth = sc.tls == noTLS
 	s.srv.ReadTimeout = 10 * time.Second
 	s.srv.WriteTimeout = 10 * time.Second
-	var l net.Listener = ln
+	// Greeting actions happen on the TCP connection, before any implicit
+	// TLS handshake; go-smtp must see the *tls.Conn, so TLS goes on top.
+	var l net.Listener = &scriptedListener{Listener: ln, s: s}
 	switch sc.tls {
 	case offerSTARTTLS:
 		s.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{c.trusted}}
 	case untrustedTLS:
 		s.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{c.untrusted}}
 	case implicitTLS:
-		l = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{c.trusted}})
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{c.trusted}})
 	case implicitUntrust:
-		l = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{c.untrusted}})
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{c.untrusted}})
 	}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = s.srv.Serve(&scriptedListener{Listener: l, s: s})
+		_ = s.srv.Serve(l)
 	}()
-	t.Cleanup(func() {
+	s.stop = sync.OnceFunc(func() {
 		close(s.done)
 		_ = s.srv.Close()
 		<-served
 	})
+	t.Cleanup(s.stop)
 	return s
 }
 
@@ -185,9 +192,49 @@ func (s *server) mail() []received {
 	return append([]received(nil), s.accepted...)
 }
 
+// set changes what the server does at st from now on.
+func (s *server) set(st stage, a action) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := map[stage]action{st: a}
+	for k, v := range s.script.at {
+		if k != st {
+			at[k] = v
+		}
+	}
+	s.script.at = at
+}
+
+// dropAll closes every open connection, as a server does with idle clients.
+func (s *server) dropAll() {
+	s.mu.Lock()
+	var cs []net.Conn
+	for c := range s.live {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// connStats returns connections accepted, closed, and the most open at once.
+func (s *server) connStats() (conns, closed, maxLive int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns, s.closed, s.maxLive
+}
+
+// action returns what the script says at st.
+func (s *server) action(st stage) action {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.script.at[st]
+}
+
 // act carries out the script at st on c; a nil error means go on.
 func (s *server) act(c net.Conn, st stage) error {
-	a := s.script.at[st]
+	a := s.action(st)
 	switch {
 	case a.hang:
 		<-s.done
@@ -225,14 +272,17 @@ type scriptedListener struct {
 
 func (l *scriptedListener) Accept() (net.Conn, error) {
 	for {
-		c, err := l.Listener.Accept()
+		raw, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
+		c := &trackedConn{Conn: raw, s: l.s}
 		l.s.mu.Lock()
 		l.s.conns++
+		l.s.live[c] = true
+		l.s.maxLive = max(l.s.maxLive, len(l.s.live))
 		l.s.mu.Unlock()
-		a := l.s.script.at[atGreeting]
+		a := l.s.action(atGreeting)
 		switch {
 		case a.hang:
 			go func() { <-l.s.done; _ = c.Close() }()
@@ -248,6 +298,23 @@ func (l *scriptedListener) Accept() (net.Conn, error) {
 			return c, nil
 		}
 	}
+}
+
+// trackedConn counts its Close in the server.
+type trackedConn struct {
+	net.Conn
+	s    *server
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		c.s.closed++
+		delete(c.s.live, c)
+		c.s.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 // NewSession implements gosmtp.Backend; it runs at EHLO.
@@ -293,7 +360,7 @@ func (ss *session) Mail(from string, _ *gosmtp.MailOptions) error {
 	ss.s.mu.Lock()
 	ss.s.mails++
 	ss.s.mu.Unlock()
-	if ss.s.script.auth != nil && !ss.authed {
+	if ss.s.script.auth != nil && !ss.authed { // script.auth never changes after start
 		return &gosmtp.SMTPError{Code: 530, EnhancedCode: gosmtp.EnhancedCode{5, 7, 0}, Message: "Authentication required"}
 	}
 	if err := ss.s.act(ss.conn, atMail); err != nil {

@@ -86,4 +86,3 @@ func TestSendAcceptedOverSTARTTLSWithAuth(t *testing.T) {
 		t.Errorf("received Message-Id %q subject %q", parsed.Header.Get("Message-Id"), parsed.Subject)
 	}
 }
-
