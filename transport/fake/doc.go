@@ -35,9 +35,10 @@
 //	421             421 4.7.0 rate limited (Gmail, multi-line)          Temporary
 //	450             450 4.2.1 receiving mail too fast (Gmail)           Temporary
 //	451             451 4.3.0 queue file write error (Postfix)          Temporary
-//	452             452 4.2.2 inbox out of storage (Gmail)              Temporary
+//	452             452 4.2.2 over quota (Gmail)                        Temporary
 //	550             550 5.1.1 no such user (Gmail, multi-line)          Permanent
-//	552             552 5.2.2 out of storage and inactive (Gmail)       as classify says
+//	552             552 5.2.2 Mailbox full                              Permanent
+//	gmail-552       552 5.2.2 over quota and inactive (Gmail)           Temporary (a quota)
 //	553             553 5.1.3 not a valid RFC 5321 address (Gmail)      Permanent
 //	554             554 5.7.1 rejected as spam (Exchange)               Permanent
 //	ses-smtp-454    454 Throttling failure (SES SMTP)                   Temporary
