@@ -218,3 +218,21 @@ func schemaVersionOf(ctx context.Context, db *sql.DB, d dialect, table string) (
 	}
 	return v, nil
 }
+
+// CheckSchema returns an error unless table is at SchemaVersion, telling
+// the operator to run "mailspool migrate" (or queue.Migrate).
+func CheckSchema(ctx context.Context, db *sql.DB, table string) error {
+	d, err := detectDialect(ctx, db)
+	if err != nil {
+		return err
+	}
+	v, err := schemaVersionOf(ctx, db, d, table)
+	if err != nil {
+		// Most likely mailspool_schema does not exist yet.
+		return fmt.Errorf("queue: table %s has no schema version (run 'mailspool migrate'): %w", table, err)
+	}
+	if v != SchemaVersion() {
+		return fmt.Errorf("queue: table %s is at schema version %d, this program needs %d: run 'mailspool migrate'", table, v, SchemaVersion())
+	}
+	return nil
+}

@@ -78,7 +78,7 @@ type Error struct {
 }
 
 // Error returns "<kind>: <code> <enhanced> <detail>: <cause>", leaving out
-// empty parts.
+// empty parts, and the cause when a reply code and its text are given.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Kind.String())
@@ -100,7 +100,9 @@ func (e *Error) Error() string {
 	if e.MaybeDelivered {
 		b.WriteString(" (maybe delivered)")
 	}
-	if e.Err != nil {
+	// A reply's text is already the Detail; the library error around it
+	// would only repeat it. Without a reply code the cause says what failed.
+	if e.Err != nil && (e.Code == 0 || e.Detail == "") {
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
 	}

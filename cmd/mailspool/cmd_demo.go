@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/fake"
+)
+
+// demoGroup is a set of demo mails the fake answers the same way.
+type demoGroup struct {
+	tag   string // the recipient's plus tag: the fake's step ("" = the script)
+	count int
+	about string
+}
+
+var demoGroups = []demoGroup{
+	{"", 30, "accepted (1 in 5 sends first gets a 451 and is retried)"},
+	{"550", 4, "550 5.1.1 no such user: failed at once, never retried"},
+	{"421", 3, "421 4.7.0 every time: retried on the schedule, failed after 5 attempts"},
+	{"450", 3, "450 4.2.1 every time: retried on the schedule, failed after 5 attempts"},
+	{"timeout", 2, "the server never answers: connection failures cost no attempt"},
+}
+
+func runDemo(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "demo", "[--db URL] [--speed N] [--hours H]")
+	dbURL := fs.String("db", "", "database URL (default: a new SQLite file in a temporary directory, removed afterwards)")
+	speed := fs.Float64("speed", 1500, "how many times faster than real time the demo clock runs")
+	hours := fs.Float64("hours", 4, "simulated hours to run")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *speed < 1 || *hours <= 0 {
+		return usageError{"--speed must be >= 1 and --hours > 0"}
+	}
+	if *dbURL == "" {
+		dir, err := os.MkdirTemp("", "mailspool-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		*dbURL = "sqlite:" + filepath.Join(dir, "demo.db")
+	}
+	db, err := dburl.Open(*dbURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	lane := queue.Lane{Name: "demo", Table: "mail_demo", RecipientLimit: queue.NoLimit}
+	if err := queue.Migrate(ctx, db, lane.Table); err != nil {
+		return err
+	}
+	clock := queue.NewScaledClock(*speed)
+	q, err := queue.New(ctx, db, lane, &queue.Options{Clock: clock})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "mailspool demo: database %s, fake transport, clock %.0f× real time\n\n", transport.Redact(*dbURL), *speed)
+
+	// Enqueue the mix in one transaction, as an application would.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	ids := map[string][]int64{}
+	for _, g := range demoGroups {
+		for i := range g.count {
+			local := fmt.Sprintf("user%02d", i+1)
+			if g.tag != "" {
+				local += "+" + g.tag
+			}
+			m := &transport.Message{
+				From:    mail.Address{Name: "Demo Shop", Address: "noreply@shop.example"},
+				To:      mail.Address{Address: local + "@example.com"},
+				Subject: "Your order has shipped",
+				Text:    "Hello,\n\nyour order is on its way.\n",
+				HTML:    "<p>Hello,</p><p>your order is on its way.</p>",
+			}
+			id, err := q.Enqueue(ctx, tx, m, queue.Template("shipped"))
+			if err != nil {
+				return err
+			}
+			ids[g.tag] = append(ids[g.tag], id)
+		}
+		fmt.Fprintf(e.stdout, "  queued %2d × %-30s %s\n", g.count, "user"+tagLabel(g.tag)+"@example.com", g.about)
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout)
+
+	tr := fake.New(&fake.Options{Recipient: true, Script: []string{"ok", "ok", "ok", "ok", "451"}, Cycle: true, Timeout: 300 * time.Millisecond})
+	defer tr.Close()
+	w, err := queue.NewWorker(q, tr, &queue.WorkerOptions{
+		ID: "demo", Batch: 20, Concurrency: 8, PollInterval: time.Minute,
+		CleanupInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(runCtx) }()
+
+	// Progress: one line rewritten in place on a terminal, else a line every
+	// simulated half hour.
+	start := clock.Now()
+	end := start.Add(time.Duration(*hours * float64(time.Hour)))
+	tty := isTerminal(e.stderr)
+	tick := time.NewTicker(250 * time.Millisecond)
+	var lastLine time.Duration = -time.Hour
+	for clock.Now().Before(end) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+		counts, err := q.CountByStatus(ctx)
+		if err != nil {
+			stop()
+			return err
+		}
+		elapsed := clock.Now().Sub(start).Truncate(time.Minute)
+		line := fmt.Sprintf("  demo clock +%-8v pending %3d  sending %3d  retry %3d  sent %3d  failed %3d  (%d sends)",
+			elapsed, counts["pending"], counts["sending"], counts["retry"], counts["sent"], counts["failed"], tr.Attempts())
+		switch {
+		case tty:
+			fmt.Fprint(e.stderr, "\r"+line)
+		case elapsed-lastLine >= 30*time.Minute:
+			fmt.Fprintln(e.stderr, line)
+			lastLine = elapsed
+		}
+	}
+	tick.Stop()
+	stop()
+	<-done
+	if tty {
+		fmt.Fprintln(e.stderr)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	fmt.Fprintf(e.stdout, "\nAfter %.1f simulated hours (%d sends):\n\n", *hours, tr.Attempts())
+	for _, g := range demoGroups {
+		summary := map[string]int{}
+		var example queue.Row
+		for _, id := range ids[g.tag] {
+			r, err := q.Row(ctx, id)
+			if err != nil {
+				return err
+			}
+			summary[fmt.Sprintf("%s after %d attempt(s)", r.Status, r.Attempts)]++
+			example = r
+		}
+		var parts []string
+		for k, n := range summary {
+			parts = append(parts, fmt.Sprintf("%d %s", n, k))
+		}
+		slices.Sort(parts)
+		fmt.Fprintf(e.stdout, "  %-22s %s\n", "user"+tagLabel(g.tag)+":", strings.Join(parts, ", "))
+		if example.LastError != "" && example.Status != "sent" {
+			fmt.Fprintf(e.stdout, "  %-22s last error: %s\n", "", shorten(example.LastError, 90))
+		}
+	}
+	counts, err := q.CountByStatus(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "\nRows by status: pending %d, sending %d, retry %d, sent %d, failed %d\n\n",
+		counts["pending"], counts["sending"], counts["retry"], counts["sent"], counts["failed"])
+	s, err := q.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "The three monitoring numbers:")
+	printStats(e, laneStats{Lane: lane.Name, Table: lane.Table, Backlog: s.Backlog, Pending: s.Pending, Retry: s.Retry, Sending: s.Sending,
+		SentLastHour: s.SentLastHour, FailedLastHour: s.FailedLastHour, FailureRate: s.FailureRate, Stuck: s.Stuck})
+	return nil
+}
+
+func tagLabel(tag string) string {
+	if tag == "" {
+		return ""
+	}
+	return "+" + tag
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/mail"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/transport"
+)
+
+// mailSpec is one mail as the enqueue command takes it, from flags or JSON:
+//
+//	{"from": "Shop <noreply@shop.example>", "to": "ann@example.com",
+//	 "subject": "Welcome", "text": "...", "html": "...",
+//	 "headers": [{"name": "List-Unsubscribe", "value": "<https://...>"}],
+//	 "reply_to": "help@shop.example", "template": "welcome",
+//	 "max_attempts": 1, "not_after": "2026-12-02T12:00:00Z", "delay": "10m",
+//	 "idempotency_key": "order-42", "client_ip": "192.0.2.1"}
+type mailSpec struct {
+	From           string       `json:"from"`
+	To             string       `json:"to"`
+	ReplyTo        string       `json:"reply_to,omitempty"`
+	Subject        string       `json:"subject"`
+	Text           string       `json:"text,omitempty"`
+	HTML           string       `json:"html,omitempty"`
+	Headers        []headerSpec `json:"headers,omitempty"`
+	Template       string       `json:"template,omitempty"`
+	MaxAttempts    int          `json:"max_attempts,omitempty"`
+	NotAfter       string       `json:"not_after,omitempty"`
+	Delay          string       `json:"delay,omitempty"`
+	IdempotencyKey string       `json:"idempotency_key,omitempty"`
+	ClientIP       string       `json:"client_ip,omitempty"`
+}
+
+type headerSpec struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// headerFlags collects repeated --header "Name: value" flags.
+type headerFlags []headerSpec
+
+func (h *headerFlags) String() string { return fmt.Sprint(*h) }
+func (h *headerFlags) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	if !ok {
+		return fmt.Errorf("%q is not \"Name: value\"", s)
+	}
+	*h = append(*h, headerSpec{Name: strings.TrimSpace(name), Value: strings.TrimSpace(value)})
+	return nil
+}
+
+func runEnqueue(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "enqueue", "[--db URL] [--config FILE] [--lane NAME] (--file mails.json | --from ADDR --to ADDR --subject S --text T ...)")
+	var sf storeFlags
+	sf.register(fs)
+	lane := fs.String("lane", "", "lane to queue into (default: the only lane; required when the config has several)")
+	file := fs.String("file", "", "JSON file with one mail object or an array of them (- for standard input); all are queued in one transaction or none")
+	asJSON := fs.Bool("json", false, "print the queued row ids as JSON")
+	var m mailSpec
+	var headers headerFlags
+	var textFile, htmlFile string
+	fs.StringVar(&m.From, "from", "", "sender, \"Name <addr>\" or addr")
+	fs.StringVar(&m.To, "to", "", "recipient, \"Name <addr>\" or addr")
+	fs.StringVar(&m.ReplyTo, "reply-to", "", "Reply-To address")
+	fs.StringVar(&m.Subject, "subject", "", "subject")
+	fs.StringVar(&m.Text, "text", "", "text body")
+	fs.StringVar(&textFile, "text-file", "", "read the text body from this file")
+	fs.StringVar(&m.HTML, "html", "", "HTML body")
+	fs.StringVar(&htmlFile, "html-file", "", "read the HTML body from this file")
+	fs.Var(&headers, "header", "extra header \"Name: value\" (repeatable)")
+	fs.StringVar(&m.Template, "template", "", "template name, kept for statistics")
+	fs.IntVar(&m.MaxAttempts, "max-attempts", 0, "attempts before failing (1 = single attempt); default the lane's")
+	fs.StringVar(&m.NotAfter, "not-after", "", "drop the mail if not sent by this RFC 3339 time")
+	fs.StringVar(&m.Delay, "delay", "", "send no earlier than this long from now (e.g. 10m)")
+	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "queue at most once per key")
+	fs.StringVar(&m.ClientIP, "client-ip", "", "client IP the lane's IP limit applies to")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var specs []mailSpec
+	if *file != "" {
+		if flagsGiven(fs, "file", "db", "config", "lane", "json") {
+			return usageError{"--file cannot be combined with message flags"}
+		}
+		var err error
+		if specs, err = readSpecs(*file); err != nil {
+			return err
+		}
+	} else {
+		m.Headers = headers
+		for _, f := range []struct {
+			path string
+			dst  *string
+		}{{textFile, &m.Text}, {htmlFile, &m.HTML}} {
+			if f.path == "" {
+				continue
+			}
+			b, err := os.ReadFile(f.path)
+			if err != nil {
+				return err
+			}
+			*f.dst = string(b)
+		}
+		specs = []mailSpec{m}
+	}
+	// Everything is checked before anything is written.
+	type prepared struct {
+		msg  *transport.Message
+		opts []queue.Option
+	}
+	mails := make([]prepared, len(specs))
+	for i, s := range specs {
+		msg, opts, err := s.build()
+		if err == nil {
+			err = msg.Validate()
+		}
+		if err != nil {
+			if len(specs) > 1 {
+				return fmt.Errorf("mail %d of %d: %w (nothing was queued)", i+1, len(specs), err)
+			}
+			return err
+		}
+		mails[i] = prepared{msg, opts}
+	}
+
+	cfg, db, err := sf.open()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	l, err := pickOneLane(cfg, *lane)
+	if err != nil {
+		return err
+	}
+	q, err := queue.New(ctx, db, l.Lane, nil)
+	if err != nil {
+		return err
+	}
+	if err := queue.CheckSchema(ctx, db, l.Lane.Table); err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	ids := make([]int64, len(mails))
+	progress := len(mails) >= 1000
+	for i, p := range mails {
+		if ids[i], err = q.Enqueue(ctx, tx, p.msg, p.opts...); err != nil {
+			if len(mails) > 1 {
+				return fmt.Errorf("mail %d of %d: %w (nothing was queued)", i+1, len(mails), err)
+			}
+			return err
+		}
+		if progress && (i+1)%1000 == 0 {
+			fmt.Fprintf(e.stderr, "\rqueued %d of %d", i+1, len(mails))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w (nothing was queued)", err)
+	}
+	if progress {
+		fmt.Fprintln(e.stderr)
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, map[string]any{"lane": l.Lane.Name, "ids": ids})
+	}
+	if len(ids) == 1 {
+		fmt.Fprintf(e.stdout, "queued mail %d in lane %s\n", ids[0], l.Lane.Name)
+	} else {
+		fmt.Fprintf(e.stdout, "queued %d mails (ids %d..%d) in lane %s\n", len(ids), ids[0], ids[len(ids)-1], l.Lane.Name)
+	}
+	return nil
+}
+
+func pickOneLane(cfg *config, name string) (laneSetup, error) {
+	if name == "" {
+		if len(cfg.Lanes) > 1 {
+			return laneSetup{}, usageError{fmt.Sprintf("the config has %d lanes: say which with --lane", len(cfg.Lanes))}
+		}
+		return cfg.Lanes[0], nil
+	}
+	lanes, err := cfg.pickLanes(name)
+	if err != nil {
+		return laneSetup{}, err
+	}
+	return lanes[0], nil
+}
+
+// flagsGiven reports whether any flag other than those named was set.
+func flagsGiven(fs *flag.FlagSet, except ...string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		for _, e := range except {
+			if f.Name == e {
+				return
+			}
+		}
+		given = true
+	})
+	return given
+}
+
+// readSpecs reads one mail object or an array of them.
+func readSpecs(path string) ([]mailSpec, error) {
+	var r io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	data = bytes.TrimSpace(data)
+	decode := func(v any) error {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	}
+	if len(data) > 0 && data[0] == '[' {
+		var specs []mailSpec
+		if err := decode(&specs); err != nil {
+			return nil, err
+		}
+		if len(specs) == 0 {
+			return nil, fmt.Errorf("%s: an empty array", path)
+		}
+		return specs, nil
+	}
+	var s mailSpec
+	if err := decode(&s); err != nil {
+		return nil, err
+	}
+	return []mailSpec{s}, nil
+}
+
+// build turns a spec into a Message and enqueue options.
+func (s mailSpec) build() (*transport.Message, []queue.Option, error) {
+	m := &transport.Message{Subject: s.Subject, Text: s.Text, HTML: s.HTML}
+	for _, a := range []struct {
+		field, value string
+		dst          *mail.Address
+		required     bool
+	}{{"from", s.From, &m.From, true}, {"to", s.To, &m.To, true}, {"reply_to", s.ReplyTo, &m.ReplyTo, false}} {
+		if a.value == "" {
+			if a.required {
+				return nil, nil, fmt.Errorf("%s: missing", a.field)
+			}
+			continue
+		}
+		addr, err := mail.ParseAddress(a.value)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %q is not an address: %v", a.field, a.value, err)
+		}
+		*a.dst = *addr
+	}
+	for _, h := range s.Headers {
+		m.Headers = append(m.Headers, transport.Header{Name: h.Name, Value: h.Value})
+	}
+	var opts []queue.Option
+	if s.Template != "" {
+		opts = append(opts, queue.Template(s.Template))
+	}
+	if s.MaxAttempts != 0 {
+		opts = append(opts, queue.MaxAttempts(s.MaxAttempts))
+	}
+	if s.NotAfter != "" {
+		t, err := time.Parse(time.RFC3339, s.NotAfter)
+		if err != nil {
+			return nil, nil, fmt.Errorf("not_after: %q is not an RFC 3339 time like 2026-12-02T12:00:00Z", s.NotAfter)
+		}
+		opts = append(opts, queue.NotAfter(t))
+	}
+	if s.Delay != "" {
+		d, err := parseDuration(s.Delay)
+		if err != nil {
+			return nil, nil, fmt.Errorf("delay: %w", err)
+		}
+		opts = append(opts, queue.Delay(d))
+	}
+	if s.IdempotencyKey != "" {
+		opts = append(opts, queue.IdempotencyKey(s.IdempotencyKey))
+	}
+	if s.ClientIP != "" {
+		opts = append(opts, queue.ClientIP(s.ClientIP))
+	}
+	if s.MaxAttempts < 0 {
+		return nil, nil, errors.New("max_attempts: negative")
+	}
+	return m, opts, nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/transport"
+)
+
+// storeFlags are the flags of every command that touches the database.
+type storeFlags struct {
+	db     string
+	config string
+}
+
+func (f *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.db, "db", "", "database URL: mysql://user:password@host:3306/dbname or sqlite:path (default: config, $MAILSPOOL_DATABASE, or "+DefaultDatabase+")")
+	fs.StringVar(&f.config, "config", "", "TOML config file with the lanes (default: one lane \"default\", table mail_queue, transport "+DefaultTransport+")")
+}
+
+// open loads the config and opens the database.
+func (f *storeFlags) open() (*config, *sql.DB, error) {
+	cfg, err := loadConfig(f.config, f.db)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := dburl.Open(cfg.Database)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, db, nil
+}
+
+// pickLanes returns the lanes named (all when name is "").
+func (c *config) pickLanes(name string) ([]laneSetup, error) {
+	if name == "" {
+		return c.Lanes, nil
+	}
+	var names []string
+	for _, l := range c.Lanes {
+		if l.Lane.Name == name {
+			return []laneSetup{l}, nil
+		}
+		names = append(names, l.Lane.Name)
+	}
+	return nil, fmt.Errorf("no lane %q in the config (lanes: %s)", name, strings.Join(names, ", "))
+}
+
+// queues opens the Queue of each lane.
+func queues(ctx context.Context, db *sql.DB, lanes []laneSetup, opts *queue.Options) ([]*queue.Queue, error) {
+	qs := make([]*queue.Queue, len(lanes))
+	for i, l := range lanes {
+		q, err := queue.New(ctx, db, l.Lane, opts)
+		if err != nil {
+			return nil, fmt.Errorf("lane %s: %w", l.Lane.Name, err)
+		}
+		qs[i] = q
+	}
+	return qs, nil
+}
+
+func tables(lanes []laneSetup) []string {
+	t := make([]string, len(lanes))
+	for i, l := range lanes {
+		t[i] = l.Lane.Table
+	}
+	return t
+}
+
+// openTransport opens a lane's transport; errors never show the URL's secrets.
+func openTransport(ctx context.Context, rawURL string) (transport.Transport, error) {
+	return transports().OpenTransport(ctx, rawURL)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/mailspool/mailspool/queue"
+)
+
+// DefaultDatabase is the database used when neither --db, the config file
+// nor MAILSPOOL_DATABASE names one.
+const DefaultDatabase = "sqlite:mailspool.db"
+
+// DefaultTransport is the transport of the lane used without a config file.
+const DefaultTransport = "fake://"
+
+// fileConfig is the TOML config file:
+//
+//	database = "mysql://mailspool:secret@127.0.0.1:3306/app"
+//
+//	[lanes.transactional]
+//	table           = "mail_queue"
+//	transport       = "smtp://apikey@smtp.example.com:587?password_env=SMTP_PASSWORD"
+//	recipient_limit = "3/1h"
+//	ip_limit        = "20/24h"
+//
+//	[lanes.marketing]
+//	table     = "mail_marketing"
+//	transport = "ses://default?region=eu-west-1"
+//	recipient_limit = "off"
+//
+// Secrets belong in the environment: MAILSPOOL_DATABASE replaces database,
+// MAILSPOOL_LANE_<NAME>_TRANSPORT replaces a lane's transport (NAME upper
+// case, other characters as _), and adapters read their own variables
+// (SENDGRID_API_KEY, password_env=, the AWS chain).
+type fileConfig struct {
+	Database string                `toml:"database"`
+	Lanes    map[string]laneConfig `toml:"lanes"`
+}
+
+type laneConfig struct {
+	Table              string   `toml:"table"`
+	Transport          string   `toml:"transport"`
+	RecipientLimit     string   `toml:"recipient_limit"`
+	IPLimit            string   `toml:"ip_limit"`
+	MaxSize            int      `toml:"max_size"`
+	MaxAttempts        int      `toml:"max_attempts"`
+	RetrySchedule      []string `toml:"retry_schedule"`
+	ConnectionSchedule []string `toml:"connection_schedule"`
+	BreakerThreshold   int      `toml:"breaker_threshold"`
+	Batch              int      `toml:"batch"`
+	Concurrency        int      `toml:"concurrency"`
+	SendTimeout        string   `toml:"send_timeout"`
+	PollInterval       string   `toml:"poll_interval"`
+	MaxMessages        int      `toml:"max_messages"`
+	ShutdownTimeout    string   `toml:"shutdown_timeout"`
+	CleanupInterval    string   `toml:"cleanup_interval"`
+	KeepSent           string   `toml:"keep_sent"`
+	KeepFailed         string   `toml:"keep_failed"`
+}
+
+// config is the validated configuration.
+type config struct {
+	Database string
+	Lanes    []laneSetup // sorted by name
+}
+
+// laneSetup is everything one lane's worker needs.
+type laneSetup struct {
+	Lane      queue.Lane
+	Transport string
+	Worker    queue.WorkerOptions
+}
+
+var laneName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// loadConfig reads path ("" = no file: the default lane) and applies the
+// environment and the --db flag (dbFlag, "" = not given).
+func loadConfig(path, dbFlag string) (*config, error) {
+	fc := fileConfig{}
+	if path != "" {
+		md, err := toml.DecodeFile(path, &fc)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		if undecoded := md.Undecoded(); len(undecoded) > 0 {
+			keys := make([]string, len(undecoded))
+			for i, k := range undecoded {
+				keys[i] = k.String()
+			}
+			return nil, fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
+		}
+		if len(fc.Lanes) == 0 {
+			return nil, fmt.Errorf("config %s: no [lanes.NAME] section", path)
+		}
+	} else {
+		fc.Lanes = map[string]laneConfig{"default": {Transport: DefaultTransport}}
+	}
+	cfg := &config{Database: fc.Database}
+	if v := os.Getenv("MAILSPOOL_DATABASE"); v != "" {
+		cfg.Database = v
+	}
+	if dbFlag != "" {
+		cfg.Database = dbFlag
+	}
+	if cfg.Database == "" {
+		cfg.Database = DefaultDatabase
+	}
+	names := make([]string, 0, len(fc.Lanes))
+	for name := range fc.Lanes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	tables := map[string]string{}
+	for _, name := range names {
+		ls, err := buildLane(name, fc.Lanes[name])
+		if err != nil {
+			return nil, err
+		}
+		if other, dup := tables[ls.Lane.Table]; dup {
+			return nil, fmt.Errorf("config: lanes.%s.table: table %q is already lane %s's; lanes never share a table", name, ls.Lane.Table, other)
+		}
+		tables[ls.Lane.Table] = name
+		cfg.Lanes = append(cfg.Lanes, ls)
+	}
+	return cfg, nil
+}
+
+func buildLane(name string, lc laneConfig) (laneSetup, error) {
+	key := "lanes." + name
+	if !laneName.MatchString(name) {
+		return laneSetup{}, fmt.Errorf("config: %s: lane names are 1-32 of a-z, 0-9, _ and -, starting with a letter", key)
+	}
+	fail := func(field string, err error) (laneSetup, error) {
+		return laneSetup{}, fmt.Errorf("config: %s.%s: %w", key, field, err)
+	}
+	ls := laneSetup{Transport: lc.Transport}
+	if v := os.Getenv(laneEnv(name)); v != "" {
+		ls.Transport = v
+	}
+	if ls.Transport == "" {
+		return fail("transport", fmt.Errorf("missing (a transport URL, or set %s)", laneEnv(name)))
+	}
+	l := queue.Lane{Name: name, Table: lc.Table, MaxSize: lc.MaxSize}
+	if l.Table == "" {
+		l.Table = queue.DefaultTable
+	}
+	var err error
+	if l.RecipientLimit, err = parseLimit(lc.RecipientLimit); err != nil {
+		return fail("recipient_limit", err)
+	}
+	if l.IPLimit, err = parseLimit(lc.IPLimit); err != nil {
+		return fail("ip_limit", err)
+	}
+	l.Retry = queue.RetryPolicy{MaxAttempts: lc.MaxAttempts, BreakerThreshold: lc.BreakerThreshold}
+	if l.Retry.Schedule, err = parseDurations(lc.RetrySchedule); err != nil {
+		return fail("retry_schedule", err)
+	}
+	if l.Retry.ConnectionSchedule, err = parseDurations(lc.ConnectionSchedule); err != nil {
+		return fail("connection_schedule", err)
+	}
+	ls.Lane = l
+	w := queue.WorkerOptions{Batch: lc.Batch, Concurrency: lc.Concurrency, MaxMessages: lc.MaxMessages}
+	for _, d := range []struct {
+		field string
+		value string
+		dst   *time.Duration
+	}{
+		{"send_timeout", lc.SendTimeout, &w.SendTimeout},
+		{"poll_interval", lc.PollInterval, &w.PollInterval},
+		{"shutdown_timeout", lc.ShutdownTimeout, &w.ShutdownTimeout},
+		{"cleanup_interval", lc.CleanupInterval, &w.CleanupInterval},
+		{"keep_sent", lc.KeepSent, &w.Retention.Sent},
+		{"keep_failed", lc.KeepFailed, &w.Retention.Failed},
+	} {
+		if d.value == "" {
+			continue
+		}
+		if *d.dst, err = parseDuration(d.value); err != nil {
+			return fail(d.field, err)
+		}
+		if *d.dst <= 0 {
+			return fail(d.field, fmt.Errorf("%q is not positive", d.value))
+		}
+	}
+	ls.Worker = w
+	// Let the queue and worker check the rest now, so a bad value is
+	// reported with its key before anything runs.
+	if err := checkLane(ls); err != nil {
+		return fail("", err)
+	}
+	return ls, nil
+}
+
+// checkLane runs the queue's own validation of the lane and worker options.
+func checkLane(ls laneSetup) error {
+	if ls.Lane.MaxSize < 0 {
+		return fmt.Errorf("max_size %d is negative", ls.Lane.MaxSize)
+	}
+	if n := ls.Lane.Retry.MaxAttempts; n < 0 || n > 1000 {
+		return fmt.Errorf("max_attempts %d out of range 1..1000", n)
+	}
+	if ls.Worker.Batch < 0 || ls.Worker.Batch > 500 {
+		return fmt.Errorf("batch %d out of range 1..500", ls.Worker.Batch)
+	}
+	if ls.Worker.Concurrency < 0 {
+		return fmt.Errorf("concurrency %d is negative", ls.Worker.Concurrency)
+	}
+	if ls.Worker.MaxMessages < 0 {
+		return fmt.Errorf("max_messages %d is negative", ls.Worker.MaxMessages)
+	}
+	return nil
+}
+
+// laneEnv is the environment variable that replaces a lane's transport.
+func laneEnv(name string) string {
+	return "MAILSPOOL_LANE_" + strings.ToUpper(strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)) + "_TRANSPORT"
+}
+
+// parseLimit reads "N/DURATION" ("3/1h", "20/24h", "100/1d") or "off";
+// "" means the default.
+func parseLimit(s string) (queue.Limit, error) {
+	switch s {
+	case "":
+		return queue.Limit{}, nil
+	case "off":
+		return queue.NoLimit, nil
+	}
+	n, per, ok := strings.Cut(s, "/")
+	count, err := strconv.Atoi(strings.TrimSpace(n))
+	if !ok || err != nil || count < 1 {
+		return queue.Limit{}, fmt.Errorf("%q is not N/DURATION (e.g. 3/1h) or off", s)
+	}
+	d, err := parseDuration(strings.TrimSpace(per))
+	if err != nil || d <= 0 {
+		return queue.Limit{}, fmt.Errorf("%q is not N/DURATION (e.g. 3/1h) or off", s)
+	}
+	return queue.Limit{N: count, Per: d}, nil
+}
+
+// parseDuration is time.ParseDuration that also takes days ("30d").
+func parseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a duration (e.g. 90s, 10m, 2h, 30d)", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (e.g. 90s, 10m, 2h, 30d)", s)
+	}
+	return d, nil
+}
+
+func parseDurations(ss []string) ([]time.Duration, error) {
+	if ss == nil {
+		return nil, nil
+	}
+	if len(ss) == 0 {
+		return nil, errors.New("empty list")
+	}
+	ds := make([]time.Duration, len(ss))
+	for i, s := range ss {
+		d, err := parseDuration(s)
+		if err != nil {
+			return nil, err
+		}
+		if d <= 0 {
+			return nil, fmt.Errorf("%q is not positive", s)
+		}
+		ds[i] = d
+	}
+	return ds, nil
+}
