@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// mailspool runs one command line in-process and returns its exit code and
+// output.
+func mailspool(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), &env{stdout: &out, stderr: &errOut}, args)
+	return code, out.String(), errOut.String()
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	cases := map[string]string{
+		"[lanes.tx]\ntransport = \"fake://\"\ntrasnport = \"x\"\n":                "unknown key lanes.tx.trasnport",
+		"[lanes.tx]\ntransport = \"fake://\"\nrecipient_limit = \"3 per hour\"\n": "lanes.tx.recipient_limit",
+		"[lanes.tx]\n": "lanes.tx.transport: missing",
+		"[lanes.a]\ntransport = \"fake://\"\n[lanes.b]\ntransport = \"fake://\"\n":   "lanes.b.table",
+		"[lanes.tx]\ntransport = \"fake://\"\nretry_schedule = [\"2m\", \"soon\"]\n": "lanes.tx.retry_schedule",
+		"[lanes.tx]\ntransport = \"fake://\"\nsend_timeout = \"-1s\"\n":              "lanes.tx.send_timeout",
+		"[lanes.Bad]\ntransport = \"fake://\"\n":                                     "lanes.Bad",
+		"database = 5\n":                                                             "database",
+	}
+	for content, want := range cases {
+		path := writeFile(t, "mailspool.toml", content)
+		code, _, stderr := mailspool(t, "migrate", "--config", path, "--db", "sqlite:"+filepath.Join(t.TempDir(), "q.db"))
+		assert.Equal(t, 1, code, content)
+		assert.Contains(t, stderr, want, content)
+	}
+}
+
+func TestEnqueueWorkerStatsEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "q.db")
+	cfg := writeFile(t, "mailspool.toml", `
+[lanes.tx]
+transport = "fake://?recipient=true"
+recipient_limit = "2/1h"
+`)
+	code, out, stderr := mailspool(t, "migrate", "--db", db, "--config", cfg)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "schema version 1")
+
+	code, out, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--json",
+		"--from", "Shop <noreply@shop.example>", "--to", "ann@example.com", "--subject", "Grüße", "--text", "hi",
+		"--header", "List-Unsubscribe: <https://shop.example/u>")
+	require.Equal(t, 0, code, stderr)
+	var res struct {
+		IDs []int64 `json:"ids"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.Equal(t, []int64{1}, res.IDs)
+
+	// A file with a bad mail in it queues nothing.
+	bad := writeFile(t, "mails.json", `[
+  {"from": "noreply@shop.example", "to": "bob+550@example.com", "subject": "a", "text": "x"},
+  {"from": "noreply@shop.example", "to": "carl@example.com", "subject": "b\r\nBcc: all@example.com", "text": "x"}
+]`)
+	code, _, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--file", bad)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "mail 2 of 2")
+	assert.Contains(t, stderr, "subject")
+	assert.Contains(t, stderr, "nothing was queued")
+
+	good := writeFile(t, "mails.json", `[
+  {"from": "noreply@shop.example", "to": "bob+550@example.com", "subject": "a", "text": "x"},
+  {"from": "noreply@shop.example", "to": "carl@example.com", "subject": "b", "html": "<p>x</p>", "template": "welcome"}
+]`)
+	code, out, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--file", good)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "queued 2 mails (ids 2..3)")
+
+	// The recipient limit (2/1h) refuses a third mail to ann, with a hint.
+	_, _, _ = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--from", "noreply@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "t")
+	code, _, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--from", "noreply@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "t")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "recipient rate limit exceeded")
+	assert.Contains(t, stderr, "try again in")
+
+	code, _, stderr = mailspool(t, "worker", "--db", db, "--config", cfg, "--max-messages", "4", "--log-level", "warn")
+	require.Equal(t, 0, code, stderr)
+
+	code, out, stderr = mailspool(t, "stats", "--db", db, "--config", cfg, "--json")
+	require.Equal(t, 0, code, stderr)
+	var stats []laneStats
+	require.NoError(t, json.Unmarshal([]byte(out), &stats))
+	require.Len(t, stats, 1)
+	assert.Equal(t, laneStats{Lane: "tx", Table: "mail_queue", SentLastHour: 3, FailedLastHour: 1, FailureRate: 0.25}, stats[0])
+}
+
+func TestSendTest(t *testing.T) {
+	code, out, stderr := mailspool(t, "send-test", "--transport", "fake://?script=ok", "--from", "a@example.com", "--to", "b@example.com")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "sent: message id")
+
+	code, out, stderr = mailspool(t, "send-test", "--transport", "fake://?script=550", "--from", "a@example.com", "--to", "b@example.com", "--json")
+	assert.Equal(t, 1, code)
+	var res sendTestResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.Equal(t, "permanent", res.Kind)
+	assert.Equal(t, 550, res.Code)
+	assert.Equal(t, "5.1.1", res.Enhanced)
+	assert.Contains(t, stderr, "not sent (permanent)")
+
+	code, _, stderr = mailspool(t, "send-test", "--transport", "fake://?script=ok&bogus=1", "--from", "a@example.com", "--to", "b@example.com")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `unknown parameter "bogus"`)
+
+	code, _, stderr = mailspool(t, "send-test", "--from", "a@example.com")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--from and --to are required")
+}
+
+func TestSecretsStayOutOfErrors(t *testing.T) {
+	const secret = "s3cr3t-Pa55"
+	// Nothing listens on port 1: the connection fails.
+	code, _, stderr := mailspool(t, "stats", "--db", "mysql://app:"+secret+"@127.0.0.1:1/app?timeout=1s")
+	assert.Equal(t, 1, code)
+	assert.NotContains(t, stderr, secret)
+
+	code, _, stderr = mailspool(t, "migrate", "--db", "mysql://app:"+secret+"@127.0.0.1:1/app?nosuchparam=%zz")
+	assert.Equal(t, 1, code)
+	assert.NotContains(t, stderr, secret)
+
+	code, out, stderr := mailspool(t, "send-test", "--transport", "smtp://user:"+secret+"@127.0.0.1:1?tls=none&timeout=1s", "--from", "a@example.com", "--to", "b@example.com", "--json")
+	assert.Equal(t, 1, code)
+	assert.NotContains(t, stderr+out, secret)
+	assert.Contains(t, out, `"kind": "connection"`)
+}
+
+func TestDemoRuns(t *testing.T) {
+	code, out, stderr := mailspool(t, "demo", "--speed", "5000", "--hours", "0.5")
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{"user+550:", "4 failed after 1 attempt(s)", "backlog", "failure rate", "stuck in sending"} {
+		assert.Contains(t, out, want)
+	}
+	assert.True(t, strings.Contains(stderr, "demo clock"), "progress output")
+}
+
+func TestUnknownCommandAndFlags(t *testing.T) {
+	code, _, stderr := mailspool(t, "frobnicate")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `unknown command "frobnicate"`)
+	code, _, stderr = mailspool(t, "stats", "--no-such-flag")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "no-such-flag")
+	code, _, stderr = mailspool(t, "migrate", "--db", "postgres://x@y/z")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `unknown database scheme "postgres"`)
+}
