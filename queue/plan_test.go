@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -64,4 +65,45 @@ func TestPickQueryStaysOnTheIndex(t *testing.T) {
 		assert.LessOrEqual(t, tbl.RRows, 50.0, "status %d reads at most LIMIT rows", status)
 		assert.NotContains(t, strings.ToLower(plan), "filesort", "status %d: no sort", status)
 	}
+
+	// The monitoring counts are index ranges too.
+	for _, where := range []string{"status = 0", "status = 2 AND next_run > ?", "status = 4 AND next_run > ?", "status = 1 AND next_run < ?"} {
+		var id, selectType, table, typ string
+		var possible, key, keyLen, ref, extra sql.NullString
+		var rows sql.NullInt64
+		args := []any{}
+		if strings.Contains(where, "?") {
+			args = append(args, now.Add(-time.Hour).UnixMilli())
+		}
+		require.NoError(t, s.db.QueryRowContext(ctx, `EXPLAIN SELECT COUNT(*) FROM `+q.table+` WHERE `+where, args...).
+			Scan(&id, &selectType, &table, &typ, &possible, &key, &keyLen, &ref, &rows, &extra))
+		assert.Equal(t, "idx_pick", key.String, where)
+		assert.Contains(t, []string{"range", "ref"}, typ, where)
+		assert.Contains(t, extra.String, "Using index", "%s: answered from the index alone", where)
+	}
+}
+
+// TestCompletionIsBoundedOnTheServer holds a row lock in another
+// transaction and checks that a completion gives up after the server-side
+// bound instead of waiting the server's default 50 s with no client timeout.
+func TestCompletionIsBoundedOnTheServer(t *testing.T) {
+	s := newMariaDBStore(t)
+	ctx := context.Background()
+	q := newQueue(t, s.db, Lane{}, nil)
+	id := enqueueN(t, q, 1)[0]
+	jobs, err := q.claim(ctx, "w.1", 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+
+	blocker, err := s.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer blocker.Rollback() //nolint:errcheck
+	_, err = blocker.ExecContext(ctx, `UPDATE `+q.table+` SET template = 'locked' WHERE id = ?`, id)
+	require.NoError(t, err)
+
+	start := time.Now()
+	_, err = q.complete(ctx, "w.1", []rowUpdate{{id: id, status: StatusSent, attempts: 1, lastKind: "sent"}})
+	require.Error(t, err)
+	assert.Regexp(t, "Lock wait timeout|max_statement_time exceeded", err.Error())
+	assert.Less(t, time.Since(start), 20*time.Second, "bounded by the statement's own lock wait limit")
 }

@@ -326,3 +326,25 @@ func TestWorkerOutcomesOnRows(t *testing.T) {
 		assert.Equal(t, "temporary", r.LastKind)
 	})
 }
+
+func TestExpiredMailIsFailedUnsent(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{}, clock)
+		id, err := q.Enqueue(ctx, s.db, testMessage("late@example.com"), NotAfter(clock.Now().Add(10*time.Minute)))
+		require.NoError(t, err)
+		clock.Advance(11 * time.Minute) // e.g. the workers were down
+		tr := newFuncTransport(nil)
+		w, err := NewWorker(q, tr, &WorkerOptions{Logger: quietLogger()})
+		require.NoError(t, err)
+		_, err = w.cycle(ctx, 10)
+		require.NoError(t, err)
+		assert.Zero(t, tr.total.Load(), "never sent late")
+		r := readRow(t, q, id)
+		assert.Equal(t, StatusFailed, r.Status)
+		assert.Equal(t, kindExpired, r.LastKind)
+		assert.Equal(t, 0, r.Attempts)
+		assert.Contains(t, r.LastError, "not-after")
+	})
+}

@@ -50,7 +50,7 @@ func Open(rawURL string) (*sql.DB, error) {
 		}
 		return sql.Open("sqlite", dsn)
 	default:
-		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql:// or sqlite:", scheme, redact(rawURL))
+		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql://... or sqlite:PATH", scheme, redact(rawURL))
 	}
 }
 
