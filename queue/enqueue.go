@@ -192,7 +192,9 @@ func (q *Queue) enqueueSavepoint(ctx context.Context, exec DBTX, m *transport.Me
 // insert does the work of an enqueue inside a transaction.
 func (q *Queue) insert(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) (int64, error) {
 	if o.idemKey != "" {
-		if id, found, err := q.idempotent(ctx, exec, o.idemKey); err != nil || found {
+		// A plain read: a locking read of a missing key would take gap
+		// locks, and two such enqueues would then deadlock on their INSERTs.
+		if id, found, err := q.idempotent(ctx, exec, o.idemKey, false); err != nil || found {
 			return id, err
 		}
 	}
@@ -224,7 +226,7 @@ func (q *Queue) insert(ctx context.Context, exec DBTX, m *transport.Message, o *
 		if o.idemKey != "" {
 			// A concurrent enqueue with the same key committed first: the
 			// unique index refused ours. Return that row.
-			if id, found, err2 := q.idempotent(ctx, exec, o.idemKey); err2 == nil && found {
+			if id, found, err2 := q.idempotent(ctx, exec, o.idemKey, true); err2 == nil && found {
 				return id, nil
 			}
 		}
@@ -237,10 +239,14 @@ func (q *Queue) insert(ctx context.Context, exec DBTX, m *transport.Message, o *
 	return id, nil
 }
 
-func (q *Queue) idempotent(ctx context.Context, exec DBTX, key string) (int64, bool, error) {
-	lock := " FOR UPDATE" // a locking read sees rows committed after our snapshot
-	if q.d.sqlite {
-		lock = ""
+// idempotent looks up the row enqueued with key. After a duplicate-key
+// error, locked reads the row in share mode: it sees a row committed after
+// this transaction's snapshot, and shares the lock the failed INSERT's
+// duplicate check already holds instead of deadlocking with other waiters.
+func (q *Queue) idempotent(ctx context.Context, exec DBTX, key string, locked bool) (int64, bool, error) {
+	lock := ""
+	if locked && !q.d.sqlite {
+		lock = " LOCK IN SHARE MODE"
 	}
 	var id int64
 	err := exec.QueryRowContext(ctx, `SELECT id FROM `+q.table+` WHERE idem_key = ?`+lock, key).Scan(&id)
