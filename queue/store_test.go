@@ -38,7 +38,7 @@ type store struct {
 }
 
 // open returns another handle (its own connection pool) on the same database.
-func (s store) open(t *testing.T) *sql.DB {
+func (s store) open(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := dburl.Open(s.url)
 	require.NoError(t, err)
@@ -61,7 +61,7 @@ func forEachStore(t *testing.T, f func(t *testing.T, s store)) {
 	})
 }
 
-func newSQLiteStore(t *testing.T) store {
+func newSQLiteStore(t testing.TB) store {
 	t.Helper()
 	u := "sqlite:" + filepath.Join(t.TempDir(), "queue.db")
 	s := store{name: "sqlite", url: u}
@@ -70,7 +70,7 @@ func newSQLiteStore(t *testing.T) store {
 	return s
 }
 
-func newMariaDBStore(t *testing.T) store {
+func newMariaDBStore(t testing.TB) store {
 	t.Helper()
 	admin, err := dburl.Open(mariaDBURL())
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func (c *manualClock) After(time.Duration) <-chan time.Time {
 	return ch
 }
 
-func newQueue(t *testing.T, db *sql.DB, lane Lane, clock Clock) *Queue {
+func newQueue(t testing.TB, db *sql.DB, lane Lane, clock Clock) *Queue {
 	t.Helper()
 	var opts *Options
 	if clock != nil {

@@ -44,7 +44,7 @@ func (f *funcTransport) Close() error { return nil }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func enqueueN(t *testing.T, q *Queue, n int) []int64 {
+func enqueueN(t testing.TB, q *Queue, n int) []int64 {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := q.db.BeginTx(ctx, nil)
