@@ -62,5 +62,5 @@ func exampleRelay() (addr string, stop func()) {
 	s.srv = gosmtp.NewServer(s)
 	s.srv.ErrorLog = log.New(io.Discard, "", 0)
 	go func() { _ = s.srv.Serve(&scriptedListener{Listener: ln, s: s}) }()
-	return ln.Addr().String(), func() { close(s.done); _ = s.srv.Close() }
+	return ln.Addr().String(), func() { close(s.done); _ = ln.Close(); _ = s.srv.Close() }
 }

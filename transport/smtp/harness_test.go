@@ -143,6 +143,9 @@ func startServer(t testing.TB, sc script) *server {
 	}()
 	s.stop = sync.OnceFunc(func() {
 		close(s.done)
+		// go-smtp's Close only closes listeners that Serve has registered
+		// already; closing ours ends a Serve that has not got that far.
+		_ = ln.Close()
 		_ = s.srv.Close()
 		<-served
 	})

@@ -181,3 +181,24 @@ func TestCloseQuitsIdleConnections(t *testing.T) {
 		t.Errorf("Send after Close: %v (%s), want a connection error", err, k)
 	}
 }
+
+// TestEndedContextKeepsThePooledConnection: a Send whose context already
+// ended fails without costing the pool its healthy connection.
+func TestEndedContextKeepsThePooledConnection(t *testing.T) {
+	s := startServer(t, script{})
+	tr := open(t, s.url(""))
+	if _, err := send(t, tr, message()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tr.Send(ctx, message()); transport.KindOf(err) != transport.Temporary {
+		t.Errorf("send with a cancelled context: %v, want temporary", err)
+	}
+	if _, err := send(t, tr, message()); err != nil {
+		t.Fatal(err)
+	}
+	if conns, _, _ := s.connStats(); conns != 1 {
+		t.Errorf("server saw %d connections, want the first one reused", conns)
+	}
+}

@@ -59,7 +59,8 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	}
 	stop := s.conn.bind(ctx)
 	err = t.mail.SendWithSMTPClient(s.sc, msg)
-	if stop() && err == nil {
+	interrupted := !stop()
+	if err == nil && !interrupted {
 		t.pool.put(s)
 	} else {
 		t.pool.discard(s)
@@ -69,12 +70,20 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	if msg.IsDelivered() {
 		return transport.Receipt{MessageID: render.MessageID(msg), Response: msg.ServerResponse()}, nil
 	}
-	return transport.Receipt{}, sendError(ctx, err)
+	if interrupted {
+		err = fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return transport.Receipt{}, sendError(err)
 }
 
 // session returns a session that is ready for MAIL FROM, holding one pool
 // slot: an idle one that still answers, or a new one.
 func (t *Transport) session(ctx context.Context) (*session, error) {
+	if err := ctx.Err(); err != nil {
+		// Checked first: an ended context would fail the NOOP of a healthy
+		// idle session and cost the pool a good connection.
+		return nil, t.setupError(ctx, "send to", err)
+	}
 	if err := t.pool.acquire(ctx); errors.Is(err, errClosed) {
 		return nil, &transport.Error{Kind: transport.Connection, Detail: "transport is closed", Err: err}
 	} else if err != nil {
@@ -105,11 +114,7 @@ func (t *Transport) Close() error {
 // sendError classifies a failed transaction: a connection lost or silent
 // after the DATA terminator without a reply may have delivered the mail;
 // everything else is a reply or a failure before the mail was handed over.
-// When ctx ended, its error is the cause.
-func sendError(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		err = fmt.Errorf("%w: %w", ctxErr, err)
-	}
+func sendError(err error) error {
 	var se *mail.SendError
 	if errors.As(err, &se) && se.Reason == mail.ErrSMTPDataClose && se.ErrorCode() == 0 {
 		return classify.MaybeDelivered(err)
