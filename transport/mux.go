@@ -65,13 +65,13 @@ func (m *Mux) OpenTransport(ctx context.Context, rawURL string) (Transport, erro
 		return nil, fmt.Errorf("transport: cannot parse transport URL %q", Redact(rawURL))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("transport: transport URL %q has no scheme (want one of %s)", u.Redacted(), strings.Join(m.Schemes(), ", "))
+		return nil, fmt.Errorf("transport: transport URL %q has no scheme (want one of %s)", redacted(u), strings.Join(m.Schemes(), ", "))
 	}
 	m.mu.RLock()
 	o := m.openers[strings.ToLower(u.Scheme)]
 	m.mu.RUnlock()
 	if o == nil {
-		return nil, fmt.Errorf("transport: unknown transport scheme %q in %q (registered: %s)", u.Scheme, u.Redacted(), strings.Join(m.Schemes(), ", "))
+		return nil, fmt.Errorf("transport: unknown transport scheme %q in %q (registered: %s)", u.Scheme, redacted(u), strings.Join(m.Schemes(), ", "))
 	}
 	return o.OpenTransportURL(ctx, u)
 }
@@ -81,7 +81,7 @@ func (m *Mux) OpenTransport(ctx context.Context, rawURL string) (Transport, erro
 // before the path is replaced).
 func Redact(rawURL string) string {
 	if u, err := url.Parse(rawURL); err == nil {
-		return u.Redacted()
+		return redacted(u)
 	}
 	i := strings.Index(rawURL, "://")
 	if i < 0 {
@@ -98,6 +98,18 @@ func Redact(rawURL string) string {
 	return rawURL
 }
 
+// redacted is u.Redacted() that keeps the "//" of a URL with an empty host
+// ("fake://?script=ok"), which url.URL.String drops.
+func redacted(u *url.URL) string {
+	s := u.Redacted()
+	if u.Scheme != "" && u.Opaque == "" && u.Host == "" && u.User == nil {
+		if rest, ok := strings.CutPrefix(s, u.Scheme+":"); ok && !strings.HasPrefix(rest, "//") {
+			return u.Scheme + "://" + rest
+		}
+	}
+	return s
+}
+
 // CheckQuery returns an error naming the first query parameter of u that is
 // not in known, so a misspelt option is an error instead of being ignored.
 func CheckQuery(u *url.URL, known ...string) error {
@@ -109,10 +121,10 @@ func CheckQuery(u *url.URL, known ...string) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(known, k) {
-			return fmt.Errorf("transport: unknown parameter %q in %s URL %q (known: %s)", k, u.Scheme, u.Redacted(), strings.Join(known, ", "))
+			return fmt.Errorf("transport: unknown parameter %q in %s URL %q (known: %s)", k, u.Scheme, redacted(u), strings.Join(known, ", "))
 		}
 		if len(q[k]) > 1 {
-			return fmt.Errorf("transport: parameter %q given %d times in %s URL %q", k, len(q[k]), u.Scheme, u.Redacted())
+			return fmt.Errorf("transport: parameter %q given %d times in %s URL %q", k, len(q[k]), u.Scheme, redacted(u))
 		}
 	}
 	return nil

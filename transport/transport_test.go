@@ -1,0 +1,160 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func validMessage() *Message {
+	return &Message{
+		From:    mail.Address{Name: "Shop", Address: "noreply@shop.example"},
+		To:      mail.Address{Name: "Jürgen", Address: "j@example.com"},
+		Subject: "Grüße",
+		Text:    "hi",
+		Headers: []Header{{Name: "List-Unsubscribe", Value: "<https://shop.example/u>"}},
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := validMessage().Validate(); err != nil {
+		t.Fatalf("valid message: %v", err)
+	}
+	cases := []struct {
+		field string
+		edit  func(m *Message)
+	}{
+		{"from.address", func(m *Message) { m.From.Address = "" }},
+		{"to.address", func(m *Message) { m.To.Address = "not an address" }},
+		{"to.address", func(m *Message) { m.To.Address = "Eve <eve@example.com>" }},
+		{"to.address", func(m *Message) { m.To.Address = "a@example.com\r\nRCPT TO:<b@example.com>" }},
+		{"to.name", func(m *Message) { m.To.Name = "Eve\r\nBcc: all@example.com" }},
+		{"reply_to.address", func(m *Message) { m.ReplyTo.Address = "@" }},
+		{"subject", func(m *Message) { m.Subject = "hi\nBcc: x@example.com" }},
+		{"subject", func(m *Message) { m.Subject = "nul\x00" }},
+		{"subject", func(m *Message) { m.Subject = strings.Repeat("s", MaxLineLength+1) }},
+		{"subject", func(m *Message) { m.Subject = "\xff" }},
+		{"body", func(m *Message) { m.Text, m.HTML = "", "" }},
+		{"html", func(m *Message) { m.HTML = "\xfe" }},
+		{"headers[0].name", func(m *Message) { m.Headers[0].Name = "X Bad" }},
+		{"headers[0].name", func(m *Message) { m.Headers[0].Name = "Bcc" }},
+		{"headers[0].name", func(m *Message) { m.Headers[0].Name = "X-A\r\nBcc" }},
+		{"headers[0].value", func(m *Message) { m.Headers[0].Value = "v\r\nBcc: x@example.com" }},
+		{"message_id", func(m *Message) { m.MessageID = "<abc@example.com>" }},
+		{"message_id", func(m *Message) { m.MessageID = "no-at-sign" }},
+		{"message", func(m *Message) { m.Text = strings.Repeat("x", MaxMessageSize) }},
+		{"headers", func(m *Message) {
+			for range MaxHeaders {
+				m.Headers = append(m.Headers, Header{Name: "X-N", Value: "v"})
+			}
+		}},
+	}
+	for _, c := range cases {
+		m := validMessage()
+		c.edit(m)
+		err := m.Validate()
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("%s: want a *ValidationError, got %v", c.field, err)
+			continue
+		}
+		if ve.Field != c.field {
+			t.Errorf("want field %s, got %v", c.field, err)
+		}
+		if !errors.Is(err, ErrInvalidMessage) {
+			t.Errorf("%s: %v does not match ErrInvalidMessage", c.field, err)
+		}
+	}
+	var nilMsg *Message
+	if err := nilMsg.Validate(); err == nil {
+		t.Error("nil message validated")
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	cases := []struct {
+		err  *Error
+		want string
+	}{
+		{&Error{Kind: Permanent, Code: 550, Enhanced: "5.1.1", Detail: "no such user", Err: errors.New(`550 "5.1.1 no such user"`)}, "permanent: 550 5.1.1 no such user"},
+		{&Error{Kind: Connection, Detail: "connection refused", Err: errors.New("dial tcp 127.0.0.1:25: connect: connection refused")}, "connection: connection refused: dial tcp 127.0.0.1:25: connect: connection refused"},
+		{&Error{Kind: Temporary, MaybeDelivered: true, Detail: "timeout after DATA"}, "temporary: timeout after DATA (maybe delivered)"},
+		{&Error{Kind: Temporary, Code: 429, RetryAfter: time.Second}, "temporary: 429"},
+	}
+	for _, c := range cases {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("got %q, want %q", got, c.want)
+		}
+	}
+	cause := errors.New("cause")
+	if !errors.Is(fmt.Errorf("w: %w", &Error{Kind: Temporary, Err: cause}), cause) {
+		t.Error("Unwrap does not reach the cause")
+	}
+}
+
+func TestKindNames(t *testing.T) {
+	for _, k := range []Kind{Sent, Temporary, Permanent, Connection} {
+		got, err := ParseKind(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseKind(%q) = %v, %v", k.String(), got, err)
+		}
+	}
+	if _, err := ParseKind("exploded"); err == nil {
+		t.Error("ParseKind accepted an unknown name")
+	}
+	if Kind(9).String() != "kind(9)" {
+		t.Error(Kind(9).String())
+	}
+}
+
+func TestMuxRegisterPanics(t *testing.T) {
+	mustPanic := func(name string, f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Errorf("%s: no panic", name)
+			}
+		}()
+		f()
+	}
+	var m Mux
+	m.Register("x", opener{})
+	mustPanic("duplicate", func() { m.Register("X", opener{}) })
+	mustPanic("nil", func() { m.Register("y", nil) })
+	mustPanic("empty", func() { m.Register("", opener{}) })
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"smtp://u:secret@h:587":       "smtp://u:xxxxx@h:587",
+		"smtp://u:sec%zzret@h:587/x":  "smtp://xxxxx@h:587/x",
+		"sendgrid://:key@default?x=1": "sendgrid://:xxxxx@default?x=1",
+		"fake://?script=ok":           "fake://?script=ok",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestNewMessageID(t *testing.T) {
+	a, b := NewMessageID("x@shop.example"), NewMessageID("x@shop.example")
+	if a == b || !strings.HasSuffix(a, "@shop.example") {
+		t.Errorf("%q %q", a, b)
+	}
+	if m := (&Message{MessageID: a}); messageIDProblem(m.MessageID) != "" {
+		t.Errorf("generated id %q does not validate", a)
+	}
+	if !strings.HasSuffix(NewMessageID(""), "@mailspool.invalid") {
+		t.Error("fallback domain")
+	}
+}
+
+type opener struct{}
+
+func (opener) OpenTransportURL(_ context.Context, _ *url.URL) (Transport, error) { return nil, nil }
