@@ -109,6 +109,7 @@ func TestError(t *testing.T) {
 		{"flattened timeout", errors.New("sending SMTP DATA command: read tcp 127.0.0.1:5000->127.0.0.1:25: i/o timeout"), want{connection, 0, "", 0, "timeout"}},
 		{"flattened dns", errors.New("dial tcp: lookup smtp.nonexistent.invalid: no such host"), want{connection, 0, "", 0, "dns lookup failed"}},
 		{"flattened eof", errors.New("closing SMTP DATA writer: EOF"), want{connection, 0, "", 0, "connection closed"}},
+		{"go-mail flattened eof", errors.New("failed to close SMTP DATA writer: EOF, affected message ID: \"<x@example.com>\""), want{connection, 0, "", 0, "connection closed"}},
 
 		// Unknown.
 		{"unknown", errors.New("something odd happened"), want{temporary, 0, "", 0, ""}},

@@ -109,7 +109,8 @@ func networkText(text string) (detail string, ok bool) {
 			return t.detail, true
 		}
 	}
-	if low == "eof" || strings.HasSuffix(low, ": eof") {
+	// go-mail flattens a drop after DATA to "...: EOF, affected message ID ...".
+	if low == "eof" || strings.HasSuffix(low, ": eof") || strings.Contains(low, ": eof,") {
 		return "connection closed", true
 	}
 	return "", false

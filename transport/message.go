@@ -40,8 +40,9 @@ type Message struct {
 	Text string
 	HTML string
 	// Headers are extra header fields (List-Unsubscribe, X-Campaign, ...),
-	// sent in order. Fields the adapter sets itself are rejected by
-	// Validate; see [ReservedHeader].
+	// each name at most once (in any case): adapters may not keep their
+	// order (go-mail sorts them, SendGrid takes a JSON object). Fields the
+	// adapter sets itself are rejected by Validate; see [ReservedHeader].
 	Headers []Header
 }
 
@@ -93,7 +94,7 @@ func (m *Message) Size() int {
 
 // Validate reports the first problem that would make m unsafe or impossible
 // to send: a missing or unparsable address, CR, LF or NUL in any header value
-// or name (header injection), an invalid or reserved header name, invalid
+// or name (header injection), an invalid, reserved or repeated header name, invalid
 // UTF-8, neither a text nor an HTML body, or a size over the limits above.
 // The returned error is a [*ValidationError] that matches [ErrInvalidMessage].
 func (m *Message) Validate() error {
@@ -129,8 +130,14 @@ func (m *Message) Validate() error {
 	if len(m.Headers) > MaxHeaders {
 		return &ValidationError{Field: "headers", Reason: fmt.Sprintf("%d extra headers, at most %d allowed", len(m.Headers), MaxHeaders)}
 	}
+	seen := make(map[string]bool, len(m.Headers))
 	for i, h := range m.Headers {
 		field := fmt.Sprintf("headers[%d]", i)
+		key := strings.ToLower(h.Name)
+		if seen[key] {
+			return &ValidationError{Field: field + ".name", Reason: fmt.Sprintf("%q is given twice; each extra header name may appear once", h.Name)}
+		}
+		seen[key] = true
 		if reason := headerNameProblem(h.Name); reason != "" {
 			return &ValidationError{Field: field + ".name", Reason: reason}
 		}

@@ -44,13 +44,14 @@ func TestValidate(t *testing.T) {
 		{"headers[0].name", func(m *Message) { m.Headers[0].Name = "X Bad" }},
 		{"headers[0].name", func(m *Message) { m.Headers[0].Name = "Bcc" }},
 		{"headers[0].name", func(m *Message) { m.Headers[0].Name = "X-A\r\nBcc" }},
+		{"headers[1].name", func(m *Message) { m.Headers = append(m.Headers, Header{Name: "list-unsubscribe", Value: "x"}) }},
 		{"headers[0].value", func(m *Message) { m.Headers[0].Value = "v\r\nBcc: x@example.com" }},
 		{"message_id", func(m *Message) { m.MessageID = "<abc@example.com>" }},
 		{"message_id", func(m *Message) { m.MessageID = "no-at-sign" }},
 		{"message", func(m *Message) { m.Text = strings.Repeat("x", MaxMessageSize) }},
 		{"headers", func(m *Message) {
-			for range MaxHeaders {
-				m.Headers = append(m.Headers, Header{Name: "X-N", Value: "v"})
+			for i := range MaxHeaders {
+				m.Headers = append(m.Headers, Header{Name: fmt.Sprintf("X-N%d", i), Value: "v"})
 			}
 		}},
 	}

@@ -12,8 +12,8 @@ import (
 func transports() *transport.Mux {
 	var m transport.Mux
 	m.Register(fake.Scheme, fake.URLOpener{})
-	m.Register("smtp", smtp.URLOpener{})
-	m.Register("smtps", smtp.URLOpener{})
+	m.Register(smtp.Scheme, smtp.URLOpener{})
+	m.Register(smtp.SchemeTLS, smtp.URLOpener{})
 	m.Register(ses.Scheme, ses.URLOpener{})
 	m.Register(sendgrid.Scheme, sendgrid.URLOpener{})
 	return &m

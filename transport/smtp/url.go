@@ -10,6 +10,14 @@ import (
 	"github.com/mailspool/mailspool/transport"
 )
 
+// The URL schemes of this adapter.
+const (
+	// Scheme is SMTP with STARTTLS (mandatory unless tls=none).
+	Scheme = "smtp"
+	// SchemeTLS is SMTP over implicit TLS (port 465).
+	SchemeTLS = "smtps"
+)
+
 // URLOpener opens "smtp" and "smtps" URLs (see the package documentation).
 // The zero value is ready to use.
 type URLOpener struct{}
@@ -38,9 +46,9 @@ func parseURL(u *url.URL) (host string, port int, opts *Options, err error) {
 	}
 	opts = &Options{}
 	switch u.Scheme {
-	case "smtp":
+	case Scheme:
 		opts.TLS = StartTLS
-	case "smtps":
+	case SchemeTLS:
 		opts.TLS = ImplicitTLS
 	default:
 		return "", 0, nil, bad("scheme %q is not smtp or smtps", u.Scheme)
@@ -54,7 +62,7 @@ func parseURL(u *url.URL) (host string, port int, opts *Options, err error) {
 	q := u.Query()
 	if v := q.Get("tls"); v != "" {
 		mode := TLSMode(v)
-		if u.Scheme == "smtps" && mode != ImplicitTLS {
+		if u.Scheme == SchemeTLS && mode != ImplicitTLS {
 			return "", 0, nil, bad("smtps means tls=implicit, not tls=%s", v)
 		}
 		opts.TLS = mode
