@@ -189,7 +189,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		n, err := w.cycle(ctx, limit)
 		processed += n
-		if err != nil {
+		if err != nil && ctx.Err() == nil { // a claim cut short by shutdown is no failure
 			w.log.Error("worker cycle failed", "err", err)
 		}
 		if err != nil || n < limit {

@@ -44,6 +44,29 @@ func (f *funcTransport) Close() error { return nil }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// problemLog is a logger that keeps the warnings and errors it is given.
+type problemLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (p *problemLog) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(p, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func (p *problemLog) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lines = append(p.lines, string(b))
+	return len(b), nil
+}
+
+func (p *problemLog) Lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
 func enqueueN(t testing.TB, q *Queue, n int) []int64 {
 	t.Helper()
 	ctx := context.Background()
@@ -68,12 +91,13 @@ func TestFourWorkersDrainEachMailExactlyOnce(t *testing.T) {
 
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		var problems problemLog
 		var wg sync.WaitGroup
 		workers := make([]*Worker, 4)
 		for i := range workers {
 			db := s.open(t) // each worker on its own connections
 			w, err := NewWorker(newQueue(t, db, lane, nil), tr, &WorkerOptions{
-				ID: "w" + strconv.Itoa(i), Batch: 100, Concurrency: 8, PollInterval: 20 * time.Millisecond, Logger: quietLogger(),
+				ID: "w" + strconv.Itoa(i), Batch: 100, Concurrency: 8, PollInterval: 20 * time.Millisecond, Logger: problems.logger(),
 			})
 			require.NoError(t, err)
 			workers[i] = w
@@ -84,6 +108,7 @@ func TestFourWorkersDrainEachMailExactlyOnce(t *testing.T) {
 		cancel()
 		wg.Wait()
 
+		assert.Empty(t, problems.Lines(), "no deadlock, lock wait or stale completion was logged")
 		assert.Len(t, tr.sends, n)
 		for id, c := range tr.sends {
 			if c != 1 {

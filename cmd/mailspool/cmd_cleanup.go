@@ -7,26 +7,16 @@ import (
 
 func runCleanup(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "cleanup", "[--db URL] [--config FILE] [--lane NAME] [--json]")
-	var sf storeFlags
-	sf.register(fs)
-	lane := fs.String("lane", "", "only this lane")
-	asJSON := fs.Bool("json", false, "print JSON")
+	var lf laneFlags
+	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, db, err := sf.open()
+	lanes, qs, db, err := lf.openQueues(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	lanes, err := cfg.pickLanes(*lane)
-	if err != nil {
-		return err
-	}
-	qs, err := queues(ctx, db, lanes, nil)
-	if err != nil {
-		return err
-	}
 	deleted := map[string]int64{}
 	for i, q := range qs {
 		name := lanes[i].Lane.Name
@@ -40,11 +30,11 @@ func runCleanup(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("lane %s: after %d rows: %w", name, n, err)
 		}
-		if !*asJSON {
+		if !lf.asJSON {
 			fmt.Fprintf(e.stdout, "lane %s: deleted %d old rows\n", name, n)
 		}
 	}
-	if *asJSON {
+	if lf.asJSON {
 		return writeJSON(e.stdout, map[string]any{"deleted": deleted})
 	}
 	return nil

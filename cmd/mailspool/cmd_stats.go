@@ -22,26 +22,16 @@ type laneStats struct {
 
 func runStats(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "stats", "[--db URL] [--config FILE] [--lane NAME] [--json]")
-	var sf storeFlags
-	sf.register(fs)
-	lane := fs.String("lane", "", "only this lane")
-	asJSON := fs.Bool("json", false, "print JSON")
+	var lf laneFlags
+	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, db, err := sf.open()
+	lanes, qs, db, err := lf.openQueues(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	lanes, err := cfg.pickLanes(*lane)
-	if err != nil {
-		return err
-	}
-	qs, err := queues(ctx, db, lanes, nil)
-	if err != nil {
-		return err
-	}
 	var out []laneStats
 	for i, q := range qs {
 		s, err := q.Stats(ctx)
@@ -53,7 +43,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 			Sending: s.Sending, SentLastHour: s.SentLastHour, FailedLastHour: s.FailedLastHour, FailureRate: s.FailureRate, Stuck: s.Stuck,
 		})
 	}
-	if *asJSON {
+	if lf.asJSON {
 		return writeJSON(e.stdout, out)
 	}
 	for _, s := range out {

@@ -38,6 +38,38 @@ func (f *storeFlags) open() (*config, *sql.DB, error) {
 	return cfg, db, nil
 }
 
+// laneFlags are storeFlags plus --lane and --json, for commands that work
+// on one lane or all of them.
+type laneFlags struct {
+	storeFlags
+	lane   string
+	asJSON bool
+}
+
+func (f *laneFlags) register(fs *flag.FlagSet) {
+	f.storeFlags.register(fs)
+	fs.StringVar(&f.lane, "lane", "", "only this lane (default: every lane)")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+}
+
+// openQueues loads the config, opens the database and the Queue of each
+// selected lane. The caller closes db.
+func (f *laneFlags) openQueues(ctx context.Context) ([]laneSetup, []*queue.Queue, *sql.DB, error) {
+	cfg, db, err := f.open()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lanes, err := cfg.pickLanes(f.lane)
+	if err == nil {
+		var qs []*queue.Queue
+		if qs, err = queues(ctx, db, lanes, nil); err == nil {
+			return lanes, qs, db, nil
+		}
+	}
+	db.Close()
+	return nil, nil, nil, err
+}
+
 // pickLanes returns the lanes named (all when name is "").
 func (c *config) pickLanes(name string) ([]laneSetup, error) {
 	if name == "" {
