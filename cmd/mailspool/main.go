@@ -26,6 +26,7 @@ var commands = []command{
 	{"migrate", "create or upgrade the queue tables of every lane", runMigrate},
 	{"enqueue", "queue mail given by flags or a JSON file", runEnqueue},
 	{"send-test", "send one test mail synchronously and print the outcome", runSendTest},
+	{"show", "show one mail: status, attempts, last error, provider message id", runShow},
 	{"stats", "print backlog, last hour's failure rate and stuck rows per lane", runStats},
 	{"cleanup", "delete old sent and failed rows now", runCleanup},
 }

@@ -105,6 +105,14 @@ recipient_limit = "2/1h"
 	require.NoError(t, json.Unmarshal([]byte(out), &stats))
 	require.Len(t, stats, 1)
 	assert.Equal(t, laneStats{Lane: "tx", Table: "mail_queue", SentLastHour: 3, FailedLastHour: 1, FailureRate: 0.25}, stats[0])
+
+	code, out, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "2")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "status       failed, 1 of 5 attempts")
+	assert.Contains(t, out, "last outcome permanent 550: permanent: 550 5.1.1")
+	code, _, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "99")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "no such mail: id 99")
 }
 
 func TestSendTest(t *testing.T) {
