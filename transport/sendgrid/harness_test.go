@@ -5,20 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
-	"log"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/mail"
 	"net/textproto"
 	"net/url"
-	"sync"
 	"testing"
 
 	"github.com/mailspool/mailspool/conformance"
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/httpbackend"
 	"github.com/mailspool/mailspool/transport/sendgrid"
 )
 
@@ -52,21 +49,19 @@ type v3Request struct {
 // way SendGrid would (method, path, bearer key, JSON shape) and answers as
 // the scenario says.
 type harness struct {
-	t   *testing.T
+	*httpbackend.Backend
 	key string
-
-	mu       sync.Mutex
-	attempts int
-	received []conformance.Received
-
-	stop    chan struct{} // closed by Close: releases stalled handlers and held conns
-	servers []*httptest.Server
-	ln      net.Listener
-	conns   sync.WaitGroup
 }
 
 func newHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
-	return &harness{t: t, key: "SG." + randomHex(8) + "." + randomHex(16), stop: make(chan struct{})}, nil
+	h := &harness{key: "SG." + randomHex(8) + "." + randomHex(16)}
+	h.Backend = httpbackend.New(t, httpbackend.Wire{
+		Provider:   "SendGrid",
+		ReadFunc:   h.read,
+		AcceptFunc: writeAccepted,
+		ErrorFunc:  writeScriptedError,
+	})
+	return h, nil
 }
 
 func randomHex(n int) string {
@@ -76,40 +71,9 @@ func randomHex(n int) string {
 }
 
 func (h *harness) Open(ctx context.Context, s conformance.Scenario) (transport.Transport, error) {
-	if s.Reply() != "" {
-		return nil, fmt.Errorf("%w: SendGrid answers over HTTP, no SMTP reply %q can be scripted", conformance.ErrUnsupported, s)
-	}
-	var endpoint string
-	switch s {
-	case conformance.Refused:
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		endpoint = "http://" + ln.Addr().String()
-		if err := ln.Close(); err != nil {
-			return nil, err
-		}
-	case conformance.Hang:
-		// The real API is HTTPS: a server that accepts the connection and
-		// never answers stalls the TLS handshake, before any request byte.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		h.ln = ln
-		go h.acceptAndHold()
-		endpoint = "https://" + ln.Addr().String()
-	case conformance.TLSFailure:
-		srv := httptest.NewUnstartedServer(h.handler(s))
-		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshakes are the point
-		srv.StartTLS()
-		h.servers = append(h.servers, srv)
-		endpoint = srv.URL
-	default:
-		srv := httptest.NewServer(h.handler(s))
-		h.servers = append(h.servers, srv)
-		endpoint = srv.URL
+	endpoint, err := h.Endpoint(s)
+	if err != nil {
+		return nil, err
 	}
 	u := &url.URL{
 		Scheme:   sendgrid.Scheme,
@@ -120,61 +84,38 @@ func (h *harness) Open(ctx context.Context, s conformance.Scenario) (transport.T
 	return sendgrid.URLOpener{}.OpenTransportURL(ctx, u)
 }
 
-// acceptAndHold accepts connections, counts each as an attempt, and never
-// reads or answers until Close.
-func (h *harness) acceptAndHold() {
-	for {
-		c, err := h.ln.Accept()
-		if err != nil {
-			return
-		}
-		h.mu.Lock()
-		h.attempts++
-		h.mu.Unlock()
-		h.conns.Add(1)
-		go func() {
-			defer h.conns.Done()
-			<-h.stop
-			_ = c.Close()
-		}()
+func (h *harness) Secret() string { return h.key }
+
+// read checks a v3 mail/send request and returns the mail it describes.
+func (h *harness) read(r *http.Request) (conformance.Received, error) {
+	req, problem := h.check(r)
+	if problem != "" {
+		return conformance.Received{}, errors.New(problem)
 	}
+	return toReceived(req), nil
 }
 
-func (h *harness) handler(s conformance.Scenario) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.mu.Lock()
-		h.attempts++
-		h.mu.Unlock()
-		req, problem := h.check(r)
-		if problem != "" {
-			h.t.Errorf("sendgrid harness: bad request: %s", problem)
-			writeErrors(w, http.StatusBadRequest, problem)
-			return
-		}
-		switch s {
-		case conformance.Accept:
-			h.mu.Lock()
-			h.received = append(h.received, toReceived(req))
-			h.mu.Unlock()
-			w.Header().Set("X-Message-Id", "sg-"+randomHex(11))
-			w.WriteHeader(http.StatusAccepted)
-		case conformance.StallAfterData:
-			select {
-			case <-r.Context().Done():
-			case <-h.stop:
-			}
-		case conformance.HTTP429:
-			w.Header().Set("Retry-After", fmt.Sprint(int(conformance.RetryAfter429.Seconds())))
-			writeErrors(w, http.StatusTooManyRequests, "too many requests")
-		case conformance.HTTP401:
-			writeErrors(w, http.StatusUnauthorized, "The provided authorization grant is invalid, expired, or revoked")
-		case conformance.HTTP500:
-			writeErrors(w, http.StatusInternalServerError, "internal error")
-		default:
-			h.t.Errorf("sendgrid harness: no answer scripted for scenario %q", s)
-			writeErrors(w, http.StatusNotImplemented, "harness: scenario not scripted")
-		}
-	})
+// writeAccepted answers like a successful mail/send.
+func writeAccepted(w http.ResponseWriter) {
+	w.Header().Set("X-Message-Id", "sg-"+randomHex(11))
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// scriptedMessages are SendGrid's error messages for the statuses the
+// harness answers with.
+var scriptedMessages = map[int]string{
+	http.StatusUnauthorized:        "The provided authorization grant is invalid, expired, or revoked",
+	http.StatusTooManyRequests:     "too many requests",
+	http.StatusInternalServerError: "internal error",
+}
+
+// writeScriptedError answers with SendGrid's error for status; a non-empty
+// detail replaces SendGrid's message.
+func writeScriptedError(w http.ResponseWriter, status int, detail string) {
+	if detail == "" {
+		detail = scriptedMessages[status]
+	}
+	writeErrors(w, status, detail)
 }
 
 // check returns the decoded body, or what SendGrid would reject about r.
@@ -266,36 +207,4 @@ func writeErrors(w http.ResponseWriter, status int, messages ...string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
-}
-
-func (h *harness) Attempts() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.attempts
-}
-
-func (h *harness) Received() ([]conformance.Received, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]conformance.Received(nil), h.received...), nil
-}
-
-func (h *harness) Secret() string { return h.key }
-
-func (h *harness) Close() error {
-	select {
-	case <-h.stop:
-		return nil
-	default:
-	}
-	close(h.stop)
-	for _, srv := range h.servers {
-		srv.Close()
-	}
-	if h.ln == nil {
-		return nil
-	}
-	err := h.ln.Close()
-	h.conns.Wait()
-	return err
 }

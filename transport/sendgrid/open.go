@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/urlopt"
 )
 
 // Scheme is the URL scheme this package opens.
@@ -87,19 +88,9 @@ func checkKey(key string) error {
 // parseEndpoint checks an API base URL and returns it without a trailing
 // slash.
 func parseEndpoint(raw string) (string, error) {
-	u, err := url.Parse(raw)
+	u, err := urlopt.Endpoint(raw)
 	if err != nil {
-		return "", fmt.Errorf("sendgrid: endpoint %q is not an http:// or https:// URL", transport.Redact(raw))
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("sendgrid: endpoint %q must start with http:// or https://", u.Redacted())
-	case u.Host == "":
-		return "", fmt.Errorf("sendgrid: endpoint %q has no host", u.Redacted())
-	case u.User != nil:
-		return "", fmt.Errorf("sendgrid: endpoint %q must not contain user info", u.Redacted())
-	case u.RawQuery != "" || u.Fragment != "":
-		return "", fmt.Errorf("sendgrid: endpoint %q must not have a query or fragment", u.Redacted())
+		return "", fmt.Errorf("sendgrid: %w", err)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }
@@ -147,13 +138,11 @@ func optionsFromURL(u *url.URL) (*Options, error) {
 	if u.Path != "" && u.Path != "/" {
 		return nil, fmt.Errorf("sendgrid: URL %q must not have a path", u.Redacted())
 	}
-	if s := q.Get("timeout"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("sendgrid: timeout %q in URL %q is not a positive duration like 30s", s, u.Redacted())
-		}
-		o.Timeout = d
+	timeout, err := urlopt.Timeout(u)
+	if err != nil {
+		return nil, fmt.Errorf("sendgrid: %w", err)
 	}
+	o.Timeout = timeout
 	return &o, nil
 }
 

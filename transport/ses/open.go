@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
-	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/urlopt"
 )
 
 // Scheme is the URL scheme this package opens.
@@ -63,8 +62,8 @@ func Open(ctx context.Context, opts *Options) (*Transport, error) {
 		return nil, fmt.Errorf("ses: region %q is not a region name like eu-west-1", o.Region)
 	}
 	if o.Endpoint != "" {
-		if err := checkEndpoint(o.Endpoint); err != nil {
-			return nil, err
+		if _, err := urlopt.Endpoint(o.Endpoint); err != nil {
+			return nil, fmt.Errorf("ses: %w", err)
 		}
 	}
 	if o.Timeout < 0 {
@@ -136,25 +135,6 @@ func validRegion(s string) bool {
 		}
 	}
 	return true
-}
-
-// checkEndpoint reports an API base URL that is not a plain http(s) URL.
-func checkEndpoint(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("ses: endpoint %q is not a URL", transport.Redact(raw))
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("ses: endpoint %q must start with http:// or https://", u.Redacted())
-	case u.Host == "":
-		return fmt.Errorf("ses: endpoint %q has no host", u.Redacted())
-	case u.User != nil:
-		return fmt.Errorf("ses: endpoint %q must not contain user info", u.Redacted())
-	case u.RawQuery != "" || u.Fragment != "":
-		return fmt.Errorf("ses: endpoint %q must not have a query or fragment", u.Redacted())
-	}
-	return nil
 }
 
 // newHTTPClient returns a client that never follows redirects (a redirected

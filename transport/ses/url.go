@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/urlopt"
 )
 
 // URLOpener opens "ses://" URLs (see the package documentation). Its zero
@@ -53,12 +53,10 @@ func optionsFromURL(u *url.URL) (*Options, error) {
 			return nil, errors.New("ses: the URL user info must be ACCESS_KEY_ID:SECRET_ACCESS_KEY, both non-empty")
 		}
 	}
-	if s := q.Get("timeout"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("ses: timeout %q in URL %q is not a positive duration like 30s", s, u.Redacted())
-		}
-		o.Timeout = d
+	timeout, err := urlopt.Timeout(u)
+	if err != nil {
+		return nil, fmt.Errorf("ses: %w", err)
 	}
+	o.Timeout = timeout
 	return &o, nil
 }

@@ -1,0 +1,47 @@
+// Package urlopt reads the options that the HTTP API adapters take alike:
+// the API base URL ("endpoint") and the bound on one Send ("timeout").
+// Its errors leave out the package name, for the adapter to put its own
+// in front ("ses: %w"), and never contain a password.
+package urlopt
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// Endpoint parses raw as an API base URL: http or https, with a host,
+// without user info, query or fragment; it may have a path prefix.
+func Endpoint(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q is not an http:// or https:// URL", transport.Redact(raw))
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("endpoint %q must start with http:// or https://", u.Redacted())
+	case u.Host == "":
+		return nil, fmt.Errorf("endpoint %q has no host", u.Redacted())
+	case u.User != nil:
+		return nil, fmt.Errorf("endpoint %q must not contain user info", u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("endpoint %q must not have a query or fragment", u.Redacted())
+	}
+	return u, nil
+}
+
+// Timeout returns the "timeout" query parameter of u, a positive duration
+// like 30s, or zero when u has none.
+func Timeout(u *url.URL) (time.Duration, error) {
+	s := u.Query().Get("timeout")
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("timeout %q in URL %q is not a positive duration like 30s", s, u.Redacted())
+	}
+	return d, nil
+}
