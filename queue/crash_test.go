@@ -46,7 +46,7 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		cancel()
 		<-done
 
-		assert.GreaterOrEqual(t, time.Since(claimedAt), 2*time.Second, "rows were taken over only after the child's lease (3s) ran out")
+		assert.GreaterOrEqual(t, time.Since(claimedAt), 4*time.Second, "rows were taken over only after the child's lease (5s) ran out")
 		assert.Len(t, tr.sends, 10, "each row sent once by the rescuer")
 		for _, id := range ids {
 			assert.Equal(t, 2, readRow(t, q, id).Attempts, "the killed attempt counts")
@@ -68,7 +68,7 @@ func TestKilledWorkerChild(t *testing.T) {
 		<-ctx.Done()
 		return transport.Receipt{}, ctx.Err()
 	})
-	// Lease: one round of 2s sends + 1s margin = 3s.
+	// Lease: (one round of 2s sends + one round for a previous batch) + 1s margin = 5s.
 	w, err := NewWorker(q, hang, &WorkerOptions{ID: "child", Batch: 10, Concurrency: 10, SendTimeout: 2 * time.Second, LeaseMargin: time.Second, Logger: quietLogger()})
 	require.NoError(t, err)
 	_ = w.Run(context.Background())

@@ -34,6 +34,7 @@
 // locked_until and next_run. Completion and release only touch rows that are
 // still in sending with that token, so a worker whose lease expired and was
 // taken over by another cannot overwrite the row; the rejected writes are
-// counted and logged. The lease covers every send of the batch
-// (SendTimeout × rounds of Concurrency + LeaseMargin).
+// counted and logged. The lease covers every send of the batch:
+// SendTimeout × (rounds of Concurrency + 1 for the previous batch's sends
+// still in flight) + LeaseMargin.
 package queue

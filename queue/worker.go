@@ -66,6 +66,8 @@ type Worker struct {
 	log  *slog.Logger
 	brk  breaker
 	seq  atomic.Uint64
+	// slots holds one token per send in flight, across batches.
+	slots chan struct{}
 
 	stats struct {
 		sync.Mutex
@@ -85,7 +87,7 @@ func NewWorker(q *Queue, tr transport.Transport, opts *WorkerOptions) (*Worker, 
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	w := &Worker{q: q, tr: tr, opts: o, log: o.Logger.With("lane", q.lane.Name, "worker", o.ID)}
+	w := &Worker{q: q, tr: tr, opts: o, log: o.Logger.With("lane", q.lane.Name, "worker", o.ID), slots: make(chan struct{}, o.Concurrency)}
 	w.brk.policy = q.lane.Retry
 	return w, nil
 }
@@ -150,9 +152,10 @@ func (w *Worker) Stats() WorkerStats {
 }
 
 // lease is how long a claim of n rows holds them: every round of sends may
-// take SendTimeout, plus the margin.
+// take SendTimeout, plus one round for the previous batch's sends still
+// holding slots, plus the margin.
 func (w *Worker) lease(n int) time.Duration {
-	rounds := (n + w.opts.Concurrency - 1) / w.opts.Concurrency
+	rounds := (n+w.opts.Concurrency-1)/w.opts.Concurrency + 1
 	return time.Duration(rounds)*w.opts.SendTimeout + w.opts.LeaseMargin
 }
 
@@ -162,6 +165,10 @@ func (w *Worker) lease(n int) time.Duration {
 // their outcomes and gives the rows it had not started back, so no row is
 // left in sending. Database errors are logged and retried after
 // PollInterval; Run only returns an error for a broken setup.
+//
+// Batches overlap: the next claim happens as soon as every row of the
+// previous batch has started (a slow send holds its own slot, not the
+// whole worker), with at most two batches in flight.
 func (w *Worker) Run(ctx context.Context) error {
 	clock := w.q.clock
 	if w.opts.CleanupInterval > 0 {
@@ -169,6 +176,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer stop()
 		go w.cleanupLoop(cleanupCtx)
 	}
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	batches := make(chan struct{}, 2)
 	var processed int
 	for ctx.Err() == nil {
 		if w.opts.MaxMessages > 0 && processed >= w.opts.MaxMessages {
@@ -187,10 +197,27 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		n, err := w.cycle(ctx, limit)
+		select {
+		case batches <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		n, done, err := w.dispatch(ctx, limit)
 		processed += n
+		if done != nil {
+			inflight.Add(1)
+			go func() {
+				defer inflight.Done()
+				if err := <-done; err != nil {
+					w.log.Error("recording a batch failed", "err", err)
+				}
+				<-batches
+			}()
+		} else {
+			<-batches
+		}
 		if err != nil && ctx.Err() == nil { // a claim cut short by shutdown is no failure
-			w.log.Error("worker cycle failed", "err", err)
+			w.log.Error("claim failed", "err", err)
 		}
 		if err != nil || n < limit {
 			if !wait(ctx, clock, w.opts.PollInterval) {
@@ -212,21 +239,32 @@ func wait(ctx context.Context, clock Clock, d time.Duration) bool {
 }
 
 // cycle claims up to limit rows, sends them, records the outcomes, and
-// returns how many rows it claimed.
+// returns how many rows it claimed: one batch, start to finish.
 func (w *Worker) cycle(ctx context.Context, limit int) (int, error) {
+	n, done, err := w.dispatch(ctx, limit)
+	if done != nil {
+		err = errors.Join(err, <-done)
+	}
+	return n, err
+}
+
+// dispatch claims up to limit rows and starts their sends, taking a slot of
+// the worker's concurrency for each; it returns once every row has started
+// (or been given back), with the number of rows claimed and a channel that
+// yields the result of recording the batch's outcomes once its sends are
+// done (nil when nothing was claimed).
+func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, error) {
 	token := w.opts.ID + "." + strconv.FormatUint(w.seq.Add(1), 36)
 	jobs, err := w.q.claim(ctx, token, limit, w.lease(limit))
 	if err != nil || len(jobs) == 0 {
-		return 0, err
+		return 0, nil, err
 	}
 	w.count(func(s *WorkerStats) { s.Claimed += int64(len(jobs)) })
 
 	// Sends may outlive ctx by ShutdownTimeout; the bookkeeping after them
 	// must not be cancelled at all.
 	sendCtx, stopSends := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSends()
 	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(w.opts.ShutdownTimeout, stopSends) })
-	defer stopAfter()
 
 	var (
 		mu      sync.Mutex
@@ -234,7 +272,6 @@ func (w *Worker) cycle(ctx context.Context, limit int) (int, error) {
 		unsent  []int64
 		resume  = w.q.now()
 		wg      sync.WaitGroup
-		sem     = make(chan struct{}, w.opts.Concurrency)
 	)
 	for _, j := range jobs {
 		now := w.q.clock.Now()
@@ -248,13 +285,13 @@ func (w *Worker) cycle(ctx context.Context, limit int) (int, error) {
 		}
 		acquired := false
 		select {
-		case sem <- struct{}{}:
+		case w.slots <- struct{}{}:
 			acquired = true
 		case <-ctx.Done():
 		}
 		if open, until := w.brk.open(w.q.clock.Now()); open || !acquired || ctx.Err() != nil {
 			if acquired {
-				<-sem
+				<-w.slots
 			}
 			mu.Lock()
 			unsent = append(unsent, j.id)
@@ -266,15 +303,25 @@ func (w *Worker) cycle(ctx context.Context, limit int) (int, error) {
 		}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer func() { <-w.slots; wg.Done() }()
 			u := w.send(sendCtx, j)
 			mu.Lock()
 			updates = append(updates, u)
 			mu.Unlock()
 		}()
 	}
-	wg.Wait()
+	done := make(chan error, 1)
+	go func() {
+		wg.Wait()
+		stopAfter()
+		stopSends()
+		done <- w.record(ctx, token, updates, unsent, resume)
+	}()
+	return len(jobs), done, nil
+}
 
+// record writes a batch's outcomes and gives back the rows it did not send.
+func (w *Worker) record(ctx context.Context, token string, updates []rowUpdate, unsent []int64, resume int64) error {
 	book, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout+5*time.Second)
 	defer cancel()
 	var errs []error
@@ -295,7 +342,7 @@ func (w *Worker) cycle(ctx context.Context, limit int) (int, error) {
 		}
 		w.count(func(s *WorkerStats) { s.Released += int64(n) })
 	}
-	return len(jobs), errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // send makes one delivery attempt and decides the row's next state.

@@ -373,3 +373,35 @@ func TestExpiredMailIsFailedUnsent(t *testing.T) {
 		assert.Contains(t, r.LastError, "not-after")
 	})
 }
+
+func TestSlowSendDoesNotHoldUpTheWorker(t *testing.T) {
+	s := newSQLiteStore(t)
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	enqueueN(t, q, 30)
+	release := make(chan struct{})
+	tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+		if m.To.Address == "user0@example.com" {
+			select { // a provider that takes its time over this one mail
+			case <-release:
+			case <-ctx.Done():
+				return transport.Receipt{}, ctx.Err()
+			}
+		}
+		return transport.Receipt{MessageID: m.MessageID}, nil
+	})
+	w, err := NewWorker(q, tr, &WorkerOptions{Batch: 10, Concurrency: 4, PollInterval: 10 * time.Millisecond, Logger: quietLogger()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+
+	// While the first batch waits for its slow send, later batches go on;
+	// the first batch's outcomes are recorded together when it is done.
+	require.Eventually(t, func() bool { return countRows(t, s.db, q.table, "status = 2") == 20 }, 20*time.Second, 10*time.Millisecond)
+	assert.EqualValues(t, 30, tr.total.Load(), "every mail was handed to the transport")
+	assert.Equal(t, 10, countRows(t, s.db, q.table, "status = 1 AND id <= 10"), "the first batch is still leased")
+	close(release)
+	require.Eventually(t, func() bool { return countRows(t, s.db, q.table, "status = 2") == 30 }, 20*time.Second, 10*time.Millisecond)
+	cancel()
+	<-done
+}
