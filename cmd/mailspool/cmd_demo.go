@@ -104,7 +104,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	tr := fake.New(&fake.Options{Recipient: true, Script: []string{"ok", "ok", "ok", "ok", "451"}, Cycle: true, Timeout: 300 * time.Millisecond})
 	defer tr.Close()
 	w, err := queue.NewWorker(q, tr, &queue.WorkerOptions{
-		ID: "demo", Batch: 20, Concurrency: 8, PollInterval: time.Minute,
+		// Leases are measured on the demo clock but sends take real time:
+		// at 1500× a 300 ms timeout step is 7.5 minutes of demo time.
+		ID: "demo", Batch: 20, Concurrency: 8, PollInterval: time.Minute, LeaseMargin: 24 * time.Hour,
 		CleanupInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

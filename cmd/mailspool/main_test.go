@@ -158,10 +158,11 @@ func TestSecretsStayOutOfErrors(t *testing.T) {
 func TestDemoRuns(t *testing.T) {
 	code, out, stderr := mailspool(t, "demo", "--speed", "5000", "--hours", "0.5")
 	require.Equal(t, 0, code, stderr)
-	for _, want := range []string{"user+550:", "4 failed after 1 attempt(s)", "backlog", "failure rate", "stuck in sending"} {
+	for _, want := range []string{"user+550:", "4 failed after 1 attempt(s)", "user+timeout:          2 retry after 0 attempt(s)", "backlog", "failure rate", "stuck in sending"} {
 		assert.Contains(t, out, want)
 	}
 	assert.True(t, strings.Contains(stderr, "demo clock"), "progress output")
+	assert.NotContains(t, out, "abandoned", "no lease expired under the demo's fast clock")
 }
 
 func TestUnknownCommandAndFlags(t *testing.T) {
