@@ -5,7 +5,9 @@
 // [Queue.Enqueue] inside the same transaction as its business write, and
 // returns. A [Worker] claims due rows in small batches under a lease, sends
 // each through a [transport.Transport] outside any transaction, and records
-// the outcome with one fenced statement per batch. What happens next is
+// the outcomes with fenced statements that each cover many rows (one for a
+// batch whose sends finish together; a slow send does not hold back the
+// rows sent before it). What happens next is
 // decided by one function, from transport.KindOf of the send error alone:
 //
 //	outcome      row becomes

@@ -267,20 +267,20 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(w.opts.ShutdownTimeout, stopSends) })
 
 	var (
-		mu      sync.Mutex
-		updates []rowUpdate
-		unsent  []int64
+		decided []rowUpdate // rows settled without a send
+		unsent  []int64     // rows given back unsent
 		resume  = w.q.now()
-		wg      sync.WaitGroup
+		results = make(chan rowUpdate, len(jobs))
+		sending int
 	)
 	for _, j := range jobs {
 		now := w.q.clock.Now()
 		switch {
 		case j.notAfter != 0 && now.UnixMilli() > j.notAfter:
-			updates = append(updates, expired(j, now))
+			decided = append(decided, expired(j, now))
 			continue
 		case j.attempts > j.maxAttempts:
-			updates = append(updates, abandoned(j, now))
+			decided = append(decided, abandoned(j, now))
 			continue
 		}
 		acquired := false
@@ -293,49 +293,62 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 			if acquired {
 				<-w.slots
 			}
-			mu.Lock()
 			unsent = append(unsent, j.id)
 			if open {
 				resume = max(resume, until.UnixMilli())
 			}
-			mu.Unlock()
 			continue
 		}
-		wg.Add(1)
+		sending++
 		go func() {
-			defer func() { <-w.slots; wg.Done() }()
-			u := w.send(sendCtx, j)
-			mu.Lock()
-			updates = append(updates, u)
-			mu.Unlock()
+			defer func() { <-w.slots }()
+			results <- w.send(sendCtx, j)
 		}()
 	}
 	done := make(chan error, 1)
 	go func() {
-		wg.Wait()
-		stopAfter()
-		stopSends()
-		done <- w.record(ctx, token, updates, unsent, resume)
+		defer stopSends()
+		defer stopAfter()
+		done <- w.collect(ctx, token, decided, results, sending, unsent, resume)
 	}()
 	return len(jobs), done, nil
 }
 
-// record writes a batch's outcomes and gives back the rows it did not send.
-func (w *Worker) record(ctx context.Context, token string, updates []rowUpdate, unsent []int64, resume int64) error {
-	book, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout+5*time.Second)
-	defer cancel()
+// flushDelay bounds how long a finished send's outcome waits to be written
+// together with others of its batch.
+const flushDelay = 200 * time.Millisecond
+
+// collect records a batch's outcomes as its sends finish: the outcomes that
+// arrive within flushDelay of each other are written in one statement, so a
+// fast batch costs one statement and a slow send does not hold back the
+// rows sent before it. Then it gives back the rows that were not sent.
+func (w *Worker) collect(ctx context.Context, token string, pending []rowUpdate, results <-chan rowUpdate, sending int, unsent []int64, resume int64) error {
 	var errs []error
-	if len(updates) > 0 {
-		applied, err := w.q.complete(book, token, updates)
-		if err != nil {
-			errs = append(errs, err)
-		} else if stale := len(updates) - applied; stale > 0 {
-			w.log.Warn("outcomes rejected: the lease was taken over by another worker", "rows", stale, "token", token)
-			w.count(func(s *WorkerStats) { s.Stale += int64(stale) })
+	flush := func() {
+		if len(pending) == 0 {
+			return
 		}
-		w.countOutcomes(updates)
+		if err := w.record(ctx, token, pending); err != nil {
+			errs = append(errs, err)
+		}
+		pending = nil
 	}
+	timer := time.NewTimer(flushDelay)
+	defer timer.Stop()
+	for sending > 0 {
+		select {
+		case u := <-results:
+			pending = append(pending, u)
+			sending--
+		case <-timer.C:
+			flush()
+			timer.Reset(flushDelay)
+		}
+	}
+	flush()
 	if len(unsent) > 0 {
+		book, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout+5*time.Second)
+		defer cancel()
 		n, err := w.q.release(book, token, unsent, resume)
 		if err != nil {
 			errs = append(errs, err)
@@ -343,6 +356,24 @@ func (w *Worker) record(ctx context.Context, token string, updates []rowUpdate, 
 		w.count(func(s *WorkerStats) { s.Released += int64(n) })
 	}
 	return errors.Join(errs...)
+}
+
+// record writes outcomes of rows claimed under token (fenced) and counts
+// them; outcomes rejected because the lease was taken over are counted as
+// stale and logged.
+func (w *Worker) record(ctx context.Context, token string, updates []rowUpdate) error {
+	book, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout+5*time.Second)
+	defer cancel()
+	applied, err := w.q.complete(book, token, updates)
+	if err != nil {
+		return err
+	}
+	if stale := len(updates) - applied; stale > 0 {
+		w.log.Warn("outcomes rejected: the lease was taken over by another worker", "rows", stale, "token", token)
+		w.count(func(s *WorkerStats) { s.Stale += int64(stale) })
+	}
+	w.countOutcomes(updates)
+	return nil
 }
 
 // send makes one delivery attempt and decides the row's next state.
