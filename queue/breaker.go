@@ -24,13 +24,15 @@ type breaker struct {
 }
 
 // record notes one outcome and returns the streak of connection failures,
-// this one included (0 for any other outcome).
-func (b *breaker) record(kind transport.Kind, now time.Time) int {
+// this one included (0 for any other outcome), and whether this outcome
+// closed an open breaker (the provider is back).
+func (b *breaker) record(kind transport.Kind, now time.Time) (streak int, recovered bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if kind != transport.Connection {
+		recovered = b.pause > 0
 		b.streak, b.pause, b.probe = 0, 0, false
-		return 0
+		return 0, recovered
 	}
 	b.streak++
 	if b.streak >= b.policy.BreakerThreshold && !now.Before(b.until) {
@@ -43,7 +45,7 @@ func (b *breaker) record(kind transport.Kind, now time.Time) int {
 		b.until = now.Add(b.pause)
 		b.probe = true
 	}
-	return b.streak
+	return b.streak, false
 }
 
 // state reports how long claiming is still paused (0 when not) and how

@@ -43,7 +43,8 @@ type rowUpdate struct {
 
 // outcome is the one place that maps a send result to the row's next
 // state. connStreak is the number of connection failures in a row the lane
-// has seen, this one included (it picks the ConnectionSchedule entry).
+// has seen, this one included: it picks the ConnectionSchedule entry, and
+// from the second one on the attempt is given back.
 func (p RetryPolicy) outcome(j *job, receipt transport.Receipt, err error, now time.Time, connStreak int) rowUpdate {
 	u := rowUpdate{id: j.id, attempts: j.attempts, maybeDelivered: j.maybeDelivered, lastKind: transport.KindOf(err).String()}
 	nowMS := now.UnixMilli()
@@ -65,8 +66,17 @@ func (p RetryPolicy) outcome(j *job, receipt transport.Receipt, err error, now t
 		u.status, u.nextRun = StatusFailed, nowMS
 		return u
 	case transport.Connection:
-		// The provider was not reached: the attempt does not count.
-		u.attempts--
+		// In a run of connection failures the provider is down: the attempt
+		// does not count, so an outage cannot use up every mail's attempts.
+		// An isolated one (the lane's previous outcome was an answer) counts,
+		// so a mail that makes the provider hang every time cannot retry
+		// forever.
+		if connStreak > 1 {
+			u.attempts--
+		} else if j.attempts >= j.maxAttempts {
+			u.status, u.nextRun = StatusFailed, nowMS
+			return u
+		}
 		wait = withJitter(pick(p.ConnectionSchedule, connStreak-1), p.Jitter)
 	default: // Temporary
 		if j.attempts >= j.maxAttempts {

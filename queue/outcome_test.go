@@ -78,18 +78,27 @@ func TestOutcomeRetryAfterAndMaybeDelivered(t *testing.T) {
 	assert.Equal(t, StatusSent, u.status)
 }
 
-func TestOutcomeConnectionSpendsNoAttempt(t *testing.T) {
+func TestOutcomeConnectionSpendsNoAttemptInAnOutage(t *testing.T) {
 	p := defaultPolicy(t)
 	now := time.Now()
 	conn := &transport.Error{Kind: transport.Connection, Detail: "connection refused"}
 	for streak, base := range []time.Duration{5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 2 * time.Hour} {
-		u := p.outcome(&job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, conn, now, streak+1)
-		require.Equal(t, StatusRetry, u.status, "even on the last attempt")
-		assert.Equal(t, 4, u.attempts, "the attempt is given back")
+		u := p.outcome(&job{attempts: 4, maxAttempts: 5}, transport.Receipt{}, conn, now, streak+1)
+		require.Equal(t, StatusRetry, u.status)
 		wait := time.Duration(u.nextRun-now.UnixMilli()) * time.Millisecond
 		assert.GreaterOrEqual(t, wait, base)
 		assert.LessOrEqual(t, wait, base+base/5)
+		if streak == 0 {
+			assert.Equal(t, 4, u.attempts, "an isolated connection failure counts")
+		} else {
+			assert.Equal(t, 3, u.attempts, "in a run of them the attempt is given back")
+		}
 	}
+	u := p.outcome(&job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, conn, now, 3)
+	assert.Equal(t, StatusRetry, u.status, "an outage never fails a mail, even on its last attempt")
+	u = p.outcome(&job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, conn, now, 1)
+	assert.Equal(t, StatusFailed, u.status, "a mail that alone keeps failing to connect runs out of attempts")
+	assert.Equal(t, "connection", u.lastKind)
 }
 
 func TestOutcomeExpiry(t *testing.T) {

@@ -382,7 +382,10 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	defer cancel()
 	receipt, err := w.tr.Send(ctx, &j.msg)
 	now := w.q.clock.Now()
-	streak := w.brk.record(transport.KindOf(err), now)
+	streak, recovered := w.brk.record(transport.KindOf(err), now)
+	if recovered {
+		w.resumeAfterOutage()
+	}
 	u := w.q.lane.Retry.outcome(j, receipt, err, now, streak)
 	if err != nil {
 		w.log.Debug("send failed", "id", j.id, "kind", transport.KindOf(err).String(), "err", u.lastError)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,18 +21,43 @@ import (
 
 // demoGroup is a set of demo mails the fake answers the same way.
 type demoGroup struct {
-	tag   string // the recipient's plus tag: the fake's step ("" = the script)
+	name  string // local part of the recipients; a +tag names the fake's step
 	count int
+	delay time.Duration
 	about string
 }
 
 var demoGroups = []demoGroup{
-	{"", 30, "accepted (1 in 5 sends first gets a 451 and is retried)"},
-	{"550", 4, "550 5.1.1 no such user: failed at once, never retried"},
-	{"421", 3, "421 4.7.0 every time: retried on the schedule, failed after 5 attempts"},
-	{"450", 3, "450 4.2.1 every time: retried on the schedule, failed after 5 attempts"},
-	{"timeout", 2, "the server never answers: connection failures cost no attempt"},
+	{"user", 30, 0, "accepted (1 in 5 sends first gets a 451 and is retried)"},
+	{"user+550", 4, 0, "550 5.1.1 no such user: failed at once, never retried"},
+	{"user+421", 3, 0, "421 4.7.0 every time: retried on the schedule, failed after 5 attempts"},
+	{"user+450", 3, 0, "450 4.2.1 every time: retried on the schedule, failed after 5 attempts"},
+	{"user+timeout", 2, 0, "never answered: longer connection schedule; a lone failure spends an attempt"},
+	{"later", 10, 65 * time.Minute, "due at +1h05m, in the provider outage: the lane pauses, attempts are given back"},
 }
+
+// The provider is down (connection refused) during this part of the demo.
+const (
+	outageFrom = time.Hour
+	outageTo   = 90 * time.Minute
+)
+
+// outage sends through down while the demo clock is in [from, to), else
+// through normal.
+type outage struct {
+	clock        queue.Clock
+	from, to     time.Time
+	normal, down transport.Transport
+}
+
+func (o *outage) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	if now := o.clock.Now(); !now.Before(o.from) && now.Before(o.to) {
+		return o.down.Send(ctx, m)
+	}
+	return o.normal.Send(ctx, m)
+}
+
+func (o *outage) Close() error { return errors.Join(o.normal.Close(), o.down.Close()) }
 
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "demo", "[--db URL] [--speed N] [--hours H]")
@@ -77,9 +103,10 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	ids := map[string][]int64{}
 	for _, g := range demoGroups {
 		for i := range g.count {
-			local := fmt.Sprintf("user%02d", i+1)
-			if g.tag != "" {
-				local += "+" + g.tag
+			name, tag, _ := strings.Cut(g.name, "+")
+			local := fmt.Sprintf("%s%02d", name, i+1)
+			if tag != "" {
+				local += "+" + tag
 			}
 			m := &transport.Message{
 				From:    mail.Address{Name: "Demo Shop", Address: "noreply@shop.example"},
@@ -88,22 +115,26 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 				Text:    "Hello,\n\nyour order is on its way.\n",
 				HTML:    "<p>Hello,</p><p>your order is on its way.</p>",
 			}
-			id, err := q.Enqueue(ctx, tx, m, queue.Template("shipped"))
+			id, err := q.Enqueue(ctx, tx, m, queue.Template("shipped"), queue.Delay(g.delay))
 			if err != nil {
 				return err
 			}
-			ids[g.tag] = append(ids[g.tag], id)
+			ids[g.name] = append(ids[g.name], id)
 		}
-		fmt.Fprintf(e.stdout, "  queued %2d × %-30s %s\n", g.count, "user"+tagLabel(g.tag)+"@example.com", g.about)
+		fmt.Fprintf(e.stdout, "  queued %2d × %-26s %s\n", g.count, g.name+"@example.com", g.about)
 	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
 	fmt.Fprintln(e.stdout)
 
+	fmt.Fprintf(e.stdout, "  the provider is down (connection refused) from +%v to +%v\n", outageFrom, outageTo)
 	tr := fake.New(&fake.Options{Recipient: true, Script: []string{"ok", "ok", "ok", "ok", "451"}, Cycle: true, Timeout: 300 * time.Millisecond})
-	defer tr.Close()
-	w, err := queue.NewWorker(q, tr, &queue.WorkerOptions{
+	down := fake.New(&fake.Options{Script: []string{"refused"}})
+	start := clock.Now()
+	provider := &outage{clock: clock, from: start.Add(outageFrom), to: start.Add(outageTo), normal: tr, down: down}
+	defer provider.Close()
+	w, err := queue.NewWorker(q, provider, &queue.WorkerOptions{
 		// Leases are measured on the demo clock but sends take real time:
 		// at 1500× a 300 ms timeout step is 7.5 minutes of demo time.
 		ID: "demo", Batch: 20, Concurrency: 8, PollInterval: time.Minute, LeaseMargin: 24 * time.Hour,
@@ -118,7 +149,6 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 
 	// Progress: one line rewritten in place on a terminal, else a line every
 	// simulated half hour.
-	start := clock.Now()
 	end := start.Add(time.Duration(*hours * float64(time.Hour)))
 	tty := isTerminal(e.stderr)
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -135,7 +165,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		}
 		elapsed := clock.Now().Sub(start).Truncate(time.Minute)
 		line := fmt.Sprintf("  demo clock +%-8v pending %3d  sending %3d  retry %3d  sent %3d  failed %3d  (%d sends)",
-			elapsed, counts["pending"], counts["sending"], counts["retry"], counts["sent"], counts["failed"], tr.Attempts())
+			elapsed, counts["pending"], counts["sending"], counts["retry"], counts["sent"], counts["failed"], tr.Attempts()+down.Attempts())
 		switch {
 		case tty:
 			fmt.Fprint(e.stderr, "\r"+line)
@@ -154,11 +184,11 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return ctx.Err()
 	}
 
-	fmt.Fprintf(e.stdout, "\nAfter %.1f simulated hours (%d sends):\n\n", *hours, tr.Attempts())
+	fmt.Fprintf(e.stdout, "\nAfter %.1f simulated hours (%d sends, %d of them refused during the outage):\n\n", *hours, tr.Attempts()+down.Attempts(), down.Attempts())
 	for _, g := range demoGroups {
 		summary := map[string]int{}
 		var example queue.Row
-		for _, id := range ids[g.tag] {
+		for _, id := range ids[g.name] {
 			r, err := q.Row(ctx, id)
 			if err != nil {
 				return err
@@ -171,7 +201,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 			parts = append(parts, fmt.Sprintf("%d %s", n, k))
 		}
 		slices.Sort(parts)
-		fmt.Fprintf(e.stdout, "  %-22s %s\n", "user"+tagLabel(g.tag)+":", strings.Join(parts, ", "))
+		fmt.Fprintf(e.stdout, "  %-22s %s\n", g.name+":", strings.Join(parts, ", "))
 		if example.LastError != "" && example.Status != "sent" {
 			fmt.Fprintf(e.stdout, "  %-22s last error: %s\n", "", shorten(example.LastError, 90))
 		}
@@ -190,13 +220,6 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	printStats(e, laneStats{Lane: lane.Name, Table: lane.Table, Backlog: s.Backlog, Pending: s.Pending, Retry: s.Retry, Sending: s.Sending,
 		SentLastHour: s.SentLastHour, FailedLastHour: s.FailedLastHour, FailureRate: s.FailureRate, Stuck: s.Stuck})
 	return nil
-}
-
-func tagLabel(tag string) string {
-	if tag == "" {
-		return ""
-	}
-	return "+" + tag
 }
 
 func shorten(s string, n int) string {
