@@ -15,8 +15,10 @@
 //	Permanent    failed(4) at once; never retried
 //	Temporary    retry(3) after Schedule[attempt] + up to 20% jitter (at least the
 //	             provider's RetryAfter); failed(4) after MaxAttempts
-//	Connection   retry(3) on the longer ConnectionSchedule without spending an
-//	             attempt; consecutive ones pause the lane's claiming (breaker)
+//	Connection   retry(3) on the longer ConnectionSchedule; in a run of them
+//	             (an outage) without spending an attempt, and they pause the
+//	             lane's claiming (breaker); when the provider answers again,
+//	             the mail they put off is due at once
 //	(expired)    failed(4) with last_kind "expired" when NotAfter has passed
 //
 // States: pending(0) → sending(1) → sent(2) | retry(3) → ... | failed(4).
