@@ -35,7 +35,7 @@ func BenchmarkDrain(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			done := make(chan struct{})
-			go func() { defer close(done); _ = w.Run(ctx) }()
+			go func() { defer close(done); w.Run(ctx) }()
 			for w.Stats().Sent < int64(b.N) {
 				time.Sleep(time.Millisecond)
 			}

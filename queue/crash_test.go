@@ -41,7 +41,7 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); _ = w.Run(ctx) }()
+		go func() { defer close(done); w.Run(ctx) }()
 		require.Eventually(t, func() bool { return countRows(t, s.db, q.table, "status = 2") == 10 }, 30*time.Second, 50*time.Millisecond)
 		cancel()
 		<-done
@@ -71,5 +71,5 @@ func TestKilledWorkerChild(t *testing.T) {
 	// Lease: (one round of 2s sends + one round for a previous batch) + 1s margin = 5s.
 	w, err := NewWorker(q, hang, &WorkerOptions{ID: "child", Batch: 10, Concurrency: 10, SendTimeout: 2 * time.Second, LeaseMargin: time.Second, Logger: quietLogger()})
 	require.NoError(t, err)
-	_ = w.Run(context.Background())
+	w.Run(context.Background())
 }

@@ -160,16 +160,16 @@ func (w *Worker) lease(n int) time.Duration {
 }
 
 // Run claims and sends until ctx is cancelled or MaxMessages rows have
-// been processed, and returns nil in both cases. On cancellation it stops
-// claiming, lets sends in flight finish for up to ShutdownTimeout, records
-// their outcomes and gives the rows it had not started back, so no row is
-// left in sending. Database errors are logged and retried after
-// PollInterval; Run only returns an error for a broken setup.
+// been processed. On cancellation it stops claiming, lets sends in flight
+// finish for up to ShutdownTimeout, records their outcomes and gives the
+// rows it had not started back, so no row is left in sending. Database
+// errors are logged and retried after PollInterval: Run never fails, it
+// only returns.
 //
 // Batches overlap: the next claim happens as soon as every row of the
 // previous batch has started (a slow send holds its own slot, not the
 // whole worker), with at most two batches in flight.
-func (w *Worker) Run(ctx context.Context) error {
+func (w *Worker) Run(ctx context.Context) {
 	clock := w.q.clock
 	if w.opts.CleanupInterval > 0 {
 		cleanupCtx, stop := context.WithCancel(ctx)
@@ -183,7 +183,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if w.opts.MaxMessages > 0 && processed >= w.opts.MaxMessages {
 			w.log.Info("recycling after max messages", "processed", processed)
-			return nil
+			return
 		}
 		limit := w.opts.Batch
 		if w.opts.MaxMessages > 0 {
@@ -200,7 +200,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case batches <- struct{}{}:
 		case <-ctx.Done():
-			return nil
+			return
 		}
 		n, done, err := w.dispatch(ctx, limit)
 		processed += n
@@ -225,7 +225,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
 }
 
 // wait waits d on clock; false when ctx ended first.

@@ -145,7 +145,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(runCtx) }()
+	go func() { defer close(done); w.Run(runCtx) }()
 
 	// Progress: one line rewritten in place on a terminal, else a line every
 	// simulated half hour.

@@ -71,7 +71,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 		go func() {
 			defer wg.Done()
 			defer cancel()
-			_ = w.Run(ctx)
+			w.Run(ctx)
 			log.Info("worker stopped", "worker", w.ID(), "stats", fmt.Sprintf("%+v", w.Stats()))
 		}()
 	}
