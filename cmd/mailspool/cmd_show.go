@@ -45,7 +45,12 @@ func runShow(ctx context.Context, e *env, args []string) error {
 	if r.ProviderID != "" {
 		fmt.Fprintf(e.stdout, "  provider id  %s   (search the provider's logs for it)\n", r.ProviderID)
 	}
-	if r.LastKind != "" {
+	switch {
+	case r.LastKind == "sent" && r.LastError != "":
+		fmt.Fprintf(e.stdout, "  last outcome sent (an earlier attempt: %s)\n", r.LastError)
+	case r.LastKind == "sent":
+		fmt.Fprintln(e.stdout, "  last outcome sent")
+	case r.LastKind != "":
 		fmt.Fprintf(e.stdout, "  last outcome %s %d: %s\n", r.LastKind, r.LastCode, r.LastError)
 	}
 	if r.MaybeDelivered {
