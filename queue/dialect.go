@@ -3,10 +3,13 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // dialect holds the few places where MySQL/MariaDB and SQLite differ.
@@ -92,6 +95,13 @@ func (d dialect) lockSkip() string {
 	default:
 		return " FOR UPDATE"
 	}
+}
+
+// isLockConflict reports whether err is a MySQL deadlock (1213) or lock
+// wait timeout (1205).
+func isLockConflict(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
 // quote quotes an identifier that was validated by validTable.
