@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mailspool/mailspool/queue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,7 +60,7 @@ recipient_limit = "2/1h"
 `)
 	code, out, stderr := mailspool(t, "migrate", "--db", db, "--config", cfg)
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, out, "schema version 1")
+	assert.Contains(t, out, fmt.Sprintf("schema version %d", queue.SchemaVersion()))
 
 	code, out, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--json",
 		"--from", "Shop <noreply@shop.example>", "--to", "ann@example.com", "--subject", "Grüße", "--text", "hi",
