@@ -26,11 +26,7 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		return nil, nil
 	}
 	now := q.now()
-	var txOpts *sql.TxOptions
-	if !q.d.sqlite {
-		txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	}
-	tx, err := q.db.BeginTx(ctx, txOpts)
+	tx, err := q.db.BeginTx(ctx, q.d.txOptions())
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim: begin: %w", err)
 	}

@@ -17,8 +17,12 @@ const maxBatchRows = 500
 // sending with locked_by = token, so a worker whose lease expired and was
 // taken over changes nothing. It returns how many rows were written; the
 // rest were stale.
-func (q *Queue) complete(ctx context.Context, token string, ups []rowUpdate) (int, error) {
-	return q.writeRows(ctx, q.db, ups, "locked_by = ?", token)
+func (q *Queue) complete(ctx context.Context, token string, ups []rowUpdate) (n int, err error) {
+	err = q.write(ctx, func(db execer) error {
+		n, err = q.writeRows(ctx, db, ups, "locked_by = ?", token)
+		return err
+	})
+	return n, err
 }
 
 // execer is a *sql.DB or *sql.Tx.
@@ -102,23 +106,26 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 // many rows it extended; the others were taken over.
 func (q *Queue) extend(ctx context.Context, token string, ids []int64, leaseEnd int64) (int, error) {
 	extended := 0
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), maxBatchRows)]
-		ids = ids[len(chunk):]
-		args := []any{leaseEnd, leaseEnd}
-		for _, id := range chunk {
-			args = append(args, id)
+	err := q.write(ctx, func(db execer) error {
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), maxBatchRows)]
+			ids = ids[len(chunk):]
+			args := []any{leaseEnd, leaseEnd}
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			args = append(args, token)
+			stmt := `UPDATE ` + q.table + ` SET locked_until = ?, next_run = ? WHERE id IN (` + placeholders(len(chunk)) + `) AND ` + statusIs(StatusSending) + ` AND locked_by = ?`
+			res, err := db.ExecContext(ctx, q.d.bounded(stmt), args...)
+			if err != nil {
+				return fmt.Errorf("queue: extending the lease of %d rows: %w", len(chunk), err)
+			}
+			n, _ := res.RowsAffected()
+			extended += int(n)
 		}
-		args = append(args, token)
-		stmt := `UPDATE ` + q.table + ` SET locked_until = ?, next_run = ? WHERE id IN (` + placeholders(len(chunk)) + `) AND ` + statusIs(StatusSending) + ` AND locked_by = ?`
-		res, err := q.db.ExecContext(ctx, q.d.bounded(stmt), args...)
-		if err != nil {
-			return extended, fmt.Errorf("queue: extending the lease of %d rows: %w", len(chunk), err)
-		}
-		n, _ := res.RowsAffected()
-		extended += int(n)
-	}
-	return extended, nil
+		return nil
+	})
+	return extended, err
 }
 
 // statusIs is the SQL condition "status = <s>", so that statements name

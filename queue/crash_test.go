@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -79,4 +80,58 @@ func TestKilledWorkerChild(t *testing.T) {
 	w, err := NewWorker(q, hang, &WorkerOptions{ID: "child", Batch: 10, Concurrency: 10, SendTimeout: time.Minute, LeaseMargin: 3 * time.Second, Logger: quietLogger()})
 	require.NoError(t, err)
 	_ = w.Run(context.Background()) // killed by the parent
+}
+
+// TestCrashAccounting: a lease that expires gives the attempt back and
+// counts a crash, so a crash alone never fails a single-attempt mail that
+// was never handed over; the third crash fails the row as poison.
+func TestCrashAccounting(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{}, clock)
+		single, err := q.Enqueue(ctx, s.db, testMessage("once@example.com"), MaxAttempts(1))
+		require.NoError(t, err)
+		for crash := 1; crash <= maxCrashes; crash++ {
+			jobs, err := q.claim(ctx, "dead."+strconv.Itoa(crash), 10, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
+			clock.Advance(time.Minute + time.Millisecond) // the worker died: its lease runs out
+			n, blocked, err := q.rescue(ctx, 10, nil, time.Minute)
+			require.NoError(t, err)
+			require.Empty(t, blocked)
+			require.Equal(t, 1, n)
+			r := readRow(t, q, single)
+			assert.Equal(t, crash, r.Crashes)
+			assert.Equal(t, 0, r.Attempts, "the lost attempt is given back")
+			assert.Equal(t, 1, r.MaybeDelivered)
+			if crash < maxCrashes {
+				assert.Equal(t, StatusPending, r.Status, "a crash alone never fails a MaxAttempts(1) mail")
+				continue
+			}
+			assert.Equal(t, StatusFailed, r.Status)
+			assert.Equal(t, kindPoison, r.LastKind)
+			assert.Contains(t, r.LastError, "poison: the lease expired while sending this mail 3 times")
+		}
+	})
+}
+
+// TestRescueSkipsLiveLeases: a lease that has not expired, or that the
+// caller says is its own, is never rescued.
+func TestRescueSkipsLiveLeases(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
+		enqueueN(t, q, 4)
+		_, err := q.claim(ctx, "mine.1", 2, time.Minute)
+		require.NoError(t, err)
+		_, err = q.claim(ctx, "live.1", 2, 2*time.Minute)
+		require.NoError(t, err)
+		clock.Advance(time.Minute + time.Millisecond)
+		n, _, err := q.rescue(ctx, 10, func(token string) bool { return token == "mine.1" }, time.Minute)
+		require.NoError(t, err)
+		assert.Zero(t, n)
+		assert.Equal(t, 4, countRows(t, s.db, q.table, "status = 1"))
+	})
 }

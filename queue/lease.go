@@ -123,15 +123,29 @@ const slowLock = statementTimeout / 2
 
 // rescueLoop returns rows whose lease expired to pending or retry every
 // RescueInterval. After the database was slow or failing it waits
-// LeaseMargin first: the owners of those leases are alive and retrying,
-// and must get the first chance to renew them.
+// LeaseMargin first, and so it does for a lease some of whose rows another
+// session held locked: the owners of those leases may be alive and
+// retrying, and must get the first chance to renew them.
 func (w *Worker) rescueLoop(ctx context.Context) {
 	var trouble time.Time
+	blocked := map[string]time.Time{} // tokens whose rows another session held
+	skip := func(token string) bool {
+		at, ok := blocked[token]
+		return w.leases.has(token) || ok && time.Since(at) < w.opts.LeaseMargin
+	}
 	for wait(ctx, w.q.clock, w.opts.RescueInterval) {
 		if !trouble.IsZero() && time.Since(trouble) < w.opts.LeaseMargin {
 			continue
 		}
-		n, err := w.q.rescue(ctx, maxBatchRows, w.leases.has, slowLock)
+		for token, at := range blocked {
+			if time.Since(at) >= w.opts.LeaseMargin {
+				delete(blocked, token)
+			}
+		}
+		n, held, err := w.q.rescue(ctx, maxBatchRows, skip, slowLock)
+		for _, token := range held {
+			blocked[token] = time.Now()
+		}
 		switch {
 		case ctx.Err() != nil:
 			return

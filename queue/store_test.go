@@ -157,10 +157,10 @@ func testMessage(to string) *transport.Message {
 // rowState reads the columns tests look at.
 type rowState struct {
 	Status, Attempts, Crashes int
-	NextRun                  int64
-	LockedBy, LastKind       string
-	LastCode, MaybeDelivered int
-	LastError, ProviderID    string
+	NextRun                   int64
+	LockedBy, LastKind        string
+	LastCode, MaybeDelivered  int
+	LastError, ProviderID     string
 }
 
 func readRow(t *testing.T, q *Queue, id int64) rowState {

@@ -154,7 +154,7 @@ func TestStaleCompletionIsRejected(t *testing.T) {
 		none, err := q.claim(ctx, "fast.1", 10, time.Minute)
 		require.NoError(t, err)
 		require.Empty(t, none, "a claim never takes a sending row, expired or not")
-		rescued, err := q.rescue(ctx, 10, nil, time.Minute)
+		rescued, _, err := q.rescue(ctx, 10, nil, time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, 1, rescued)
 		fast, err := q.claim(ctx, "fast.2", 10, time.Minute)
