@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/sendgrid/rest"
 
 	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -107,18 +107,10 @@ func htmlTitle(s string) string {
 }
 
 // clean replaces invalid UTF-8, collapses whitespace and control characters
-// to single spaces and cuts s to maxDetailLen bytes on a rune boundary.
+// to single spaces and clips s to maxDetailLen bytes (textclip.Clip).
 func clean(s string) string {
 	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.IsControl(r)
 	}), " ")
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= maxDetailLen {
-		return s
-	}
-	cut := maxDetailLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
+	return textclip.Clip(strings.ToValidUTF8(s, "\uFFFD"), maxDetailLen)
 }

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 
 	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -157,21 +157,14 @@ func withRetryAfter(e *transport.Error, header http.Header, now time.Time) *tran
 	return e
 }
 
-// detail returns "Code: message (request id)" on one line, at most
-// maxDetailLen bytes long.
+// detail returns "Code: message (request id)" on one line, the code and
+// message clipped to maxDetailLen bytes (textclip.Clip).
 func detail(code, message, requestID string) string {
 	s := code
 	if message != "" && message != code {
 		s += ": " + message
 	}
-	s = strings.Join(strings.FieldsFunc(s, unicode.IsControl), " ")
-	if len(s) > maxDetailLen {
-		cut := maxDetailLen
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
+	s = textclip.Clip(strings.Join(strings.FieldsFunc(s, unicode.IsControl), " "), maxDetailLen)
 	if requestID != "" {
 		s += " (request " + requestID + ")"
 	}
