@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/mail"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,35 +33,6 @@ func testMessage() *transport.Message {
 			{Name: "List-Unsubscribe-Post", Value: "List-Unsubscribe=One-Click"},
 		},
 	}
-}
-
-// scripted is an API that answers every request with one fixed response
-// and counts the requests.
-type scripted struct {
-	status int
-	header http.Header
-	body   string
-	calls  atomic.Int32
-}
-
-func (s *scripted) open(t *testing.T) *sendgrid.Transport {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.calls.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		for k, vs := range s.header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(s.status)
-		_, _ = io.WriteString(w, s.body)
-	}))
-	t.Cleanup(srv.Close)
-	tr, err := sendgrid.Open(context.Background(), &sendgrid.Options{APIKey: testKey, Endpoint: srv.URL, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tr.Close() })
-	return tr
 }
 
 func TestSendStatuses(t *testing.T) {
@@ -277,7 +246,7 @@ func TestSendAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := tr.Send(context.Background(), testMessage())
-	if !errors.Is(err, sendgrid.ErrClosed) {
+	if !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("Send after Close: %v, want ErrClosed", err)
 	}
 	if api.calls.Load() != 0 {

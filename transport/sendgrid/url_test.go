@@ -75,8 +75,8 @@ func TestOpenURL(t *testing.T) {
 			if got.base != tt.base {
 				t.Errorf("base = %q, want %q", got.base, tt.base)
 			}
-			if got.hc.Timeout != tt.timeout {
-				t.Errorf("timeout = %v, want %v", got.hc.Timeout, tt.timeout)
+			if got.timeout != tt.timeout {
+				t.Errorf("timeout = %v, want %v", got.timeout, tt.timeout)
 			}
 		})
 	}
@@ -94,8 +94,8 @@ func TestOpenOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.base != DefaultEndpoint || tr.hc.Timeout != DefaultTimeout {
-		t.Errorf("defaults: base %q timeout %v, want %q %v", tr.base, tr.hc.Timeout, DefaultEndpoint, DefaultTimeout)
+	if tr.base != DefaultEndpoint || tr.timeout != DefaultTimeout {
+		t.Errorf("defaults: base %q timeout %v, want %q %v", tr.base, tr.timeout, DefaultEndpoint, DefaultTimeout)
 	}
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
