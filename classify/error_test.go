@@ -19,17 +19,20 @@ import (
 )
 
 func TestErrorNil(t *testing.T) {
+	t.Parallel()
 	require.NoError(t, Error(nil))
 	require.NoError(t, MaybeDelivered(nil))
 }
 
 func TestErrorKeepsClassifiedError(t *testing.T) {
+	t.Parallel()
 	te := &transport.Error{Kind: transport.Permanent, Code: 550, Detail: "no such user"}
 	wrapped := fmt.Errorf("smtp: rcpt: %w", te)
 	require.True(t, Error(wrapped) == wrapped, "returned as it is")
 }
 
 func TestError(t *testing.T) {
+	t.Parallel()
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	tests := []struct {
 		name string
@@ -126,6 +129,7 @@ func TestError(t *testing.T) {
 }
 
 func TestMaybeDelivered(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		err   error

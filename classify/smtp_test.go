@@ -147,6 +147,7 @@ var smtpReplies = []struct {
 }
 
 func TestSMTPReply(t *testing.T) {
+	t.Parallel()
 	for _, tc := range smtpReplies {
 		t.Run(tc.name, func(t *testing.T) {
 			check(t, tc.want, SMTPReply(tc.reply))
@@ -155,6 +156,7 @@ func TestSMTPReply(t *testing.T) {
 }
 
 func TestSMTPReplyDetailIsShortAndClean(t *testing.T) {
+	t.Parallel()
 	for _, tc := range smtpReplies {
 		te := asError(SMTPReply(tc.reply))
 		if te == nil {
@@ -170,6 +172,7 @@ func TestSMTPReplyDetailIsShortAndClean(t *testing.T) {
 }
 
 func TestSMTP(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		code     int

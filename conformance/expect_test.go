@@ -12,6 +12,7 @@ import (
 )
 
 func TestExpectedCoversEveryFailingScenario(t *testing.T) {
+	t.Parallel()
 	for _, sc := range Scenarios {
 		if _, ok := expected[sc]; ok == (sc == Accept) {
 			t.Errorf("expected[%s] present = %v", sc, ok)
@@ -27,6 +28,7 @@ func TestExpectedCoversEveryFailingScenario(t *testing.T) {
 }
 
 func TestCheckOutcome(t *testing.T) {
+	t.Parallel()
 	smtp550 := expected[SMTP550]
 	tests := []struct {
 		name string
@@ -63,6 +65,7 @@ func TestCheckOutcome(t *testing.T) {
 }
 
 func TestLeaks(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cr3t/pa ss"
 	hidden := &transport.Error{Kind: transport.Connection, Detail: "auth failed for " + url.QueryEscape(secret)}
 	tests := []struct {
@@ -101,6 +104,7 @@ func (o opaque) Error() string { return "send failed" }
 func (o opaque) Unwrap() error { return o.err }
 
 func TestCompareReceived(t *testing.T) {
+	t.Parallel()
 	m := intactMessage()
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)

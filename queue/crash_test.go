@@ -20,6 +20,7 @@ const childDBEnv = "MAILSPOOL_TEST_CHILD_DB"
 // with SIGKILL while its sends are in flight, and checks that another
 // worker sends every one of its rows once the lease has expired.
 func TestKilledWorkerLosesNothing(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		lane := Lane{RecipientLimit: NoLimit}
 		q := newQueue(t, s.db, lane, nil)

@@ -82,6 +82,7 @@ func enqueueN(t testing.TB, q *Queue, n int) []int64 {
 }
 
 func TestFourWorkersDrainEachMailExactlyOnce(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		const n = 10000
 		lane := Lane{RecipientLimit: NoLimit}
@@ -129,6 +130,7 @@ func TestFourWorkersDrainEachMailExactlyOnce(t *testing.T) {
 }
 
 func TestStaleCompletionIsRejected(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		clock := newManualClock()
@@ -165,6 +167,7 @@ func TestStaleCompletionIsRejected(t *testing.T) {
 }
 
 func TestFreshMailIsNotStarvedByRetries(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		clock := newManualClock()
@@ -189,6 +192,7 @@ func TestFreshMailIsNotStarvedByRetries(t *testing.T) {
 }
 
 func TestWorkerCancelLeavesNothingSending(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
 		enqueueN(t, q, 40)
@@ -225,6 +229,7 @@ func TestWorkerCancelLeavesNothingSending(t *testing.T) {
 }
 
 func TestWorkerRecyclesAfterMaxMessages(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
 		enqueueN(t, q, 30)
@@ -241,6 +246,7 @@ func TestWorkerRecyclesAfterMaxMessages(t *testing.T) {
 }
 
 func TestBreakerPausesTheLaneWithoutBurningAttempts(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		clock := newManualClock()
@@ -302,6 +308,7 @@ func TestBreakerPausesTheLaneWithoutBurningAttempts(t *testing.T) {
 }
 
 func TestWorkerOutcomesOnRows(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		clock := newManualClock()
@@ -353,6 +360,7 @@ func TestWorkerOutcomesOnRows(t *testing.T) {
 }
 
 func TestExpiredMailIsFailedUnsent(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		clock := newManualClock()
@@ -375,6 +383,7 @@ func TestExpiredMailIsFailedUnsent(t *testing.T) {
 }
 
 func TestSlowSendDoesNotHoldUpTheWorker(t *testing.T) {
+	t.Parallel()
 	s := newSQLiteStore(t)
 	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
 	enqueueN(t, q, 30)

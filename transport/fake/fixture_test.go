@@ -24,6 +24,7 @@ func testMessage(to string) *transport.Message {
 // TestFixtureOutcomes sends one message through every step and checks what
 // classify made of the recorded response.
 func TestFixtureOutcomes(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		kind       transport.Kind
 		code       int
@@ -93,6 +94,7 @@ func TestFixtureOutcomes(t *testing.T) {
 // TestFixtureMultiLineReply checks that a multi-line fixture reaches
 // classify with CRLF line ends, as a server sends it.
 func TestFixtureMultiLineReply(t *testing.T) {
+	t.Parallel()
 	lines := strings.Split(fixtures["550"].reply, "\r\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "550-5.1.1 ") || !strings.HasPrefix(lines[3], "550 5.1.1 ") {
 		t.Errorf("reply lines = %q, want four 550 lines joined by CRLF", lines)
@@ -100,6 +102,7 @@ func TestFixtureMultiLineReply(t *testing.T) {
 }
 
 func TestParseFixtureErrors(t *testing.T) {
+	t.Parallel()
 	for name, data := range map[string]string{
 		"no blank line":    "kind: hang\n",
 		"not key value":    "kind hang\n\n",

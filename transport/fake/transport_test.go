@@ -24,6 +24,7 @@ func sendKinds(t *testing.T, tr *Transport, to string, n int) []transport.Kind {
 }
 
 func TestScriptLastStepRepeats(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Script: []string{"421", "ok", "550"}})
 	got := sendKinds(t, tr, "rcpt@example.net", 5)
 	want := []transport.Kind{transport.Temporary, transport.Sent, transport.Permanent, transport.Permanent, transport.Permanent}
@@ -33,6 +34,7 @@ func TestScriptLastStepRepeats(t *testing.T) {
 }
 
 func TestScriptCycle(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Script: []string{"421", "ok", "550"}, Cycle: true})
 	got := sendKinds(t, tr, "rcpt@example.net", 5)
 	want := []transport.Kind{transport.Temporary, transport.Sent, transport.Permanent, transport.Temporary, transport.Sent}
@@ -42,6 +44,7 @@ func TestScriptCycle(t *testing.T) {
 }
 
 func TestNewPanicsOnUnknownStep(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		r := recover()
 		if err, ok := r.(error); !ok || !strings.Contains(err.Error(), `fake: unknown step "4211"`) {
@@ -52,6 +55,7 @@ func TestNewPanicsOnUnknownStep(t *testing.T) {
 }
 
 func TestReceiptMessageID(t *testing.T) {
+	t.Parallel()
 	tr := New(nil)
 	m := testMessage("rcpt@example.net")
 	r, err := tr.Send(context.Background(), m)
@@ -74,6 +78,7 @@ func TestReceiptMessageID(t *testing.T) {
 }
 
 func TestRecipientTags(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Recipient: true, Script: []string{"ok", "451"}, Timeout: 10 * time.Millisecond})
 	for _, c := range []struct {
 		to   string
@@ -94,6 +99,7 @@ func TestRecipientTags(t *testing.T) {
 }
 
 func TestRecords(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Script: []string{"ok", "550", "ok"}})
 	m := testMessage("rcpt@example.net")
 	m.Headers = []transport.Header{{Name: "X-Campaign", Value: "spring"}}
@@ -126,6 +132,7 @@ func TestRecords(t *testing.T) {
 }
 
 func TestFailuresBeforeAnAttempt(t *testing.T) {
+	t.Parallel()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	invalid := testMessage("not an address")
@@ -155,6 +162,7 @@ func TestFailuresBeforeAnAttempt(t *testing.T) {
 }
 
 func TestHangEnds(t *testing.T) {
+	t.Parallel()
 	t.Run("context", func(t *testing.T) {
 		tr := New(&Options{Script: []string{"hang"}})
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -199,6 +207,7 @@ func TestHangEnds(t *testing.T) {
 }
 
 func TestLatency(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Latency: 30 * time.Millisecond})
 	start := time.Now()
 	if _, err := tr.Send(context.Background(), testMessage("rcpt@example.net")); err != nil {
@@ -221,6 +230,7 @@ func TestLatency(t *testing.T) {
 }
 
 func TestConcurrentSendsConsumeTheScriptOnce(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Script: []string{"ok", "550"}, Cycle: true})
 	var (
 		wg    sync.WaitGroup

@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseURL(t *testing.T) {
+	t.Parallel()
 	for raw, want := range map[string]Options{
 		"fake://":  {},
 		"fake:///": {},
@@ -36,6 +37,7 @@ func TestParseURL(t *testing.T) {
 }
 
 func TestOpenURLErrors(t *testing.T) {
+	t.Parallel()
 	var mux transport.Mux
 	mux.Register(Scheme, URLOpener{})
 	for raw, want := range map[string]string{
@@ -68,6 +70,7 @@ func TestOpenURLErrors(t *testing.T) {
 }
 
 func TestOpenURLSends(t *testing.T) {
+	t.Parallel()
 	var mux transport.Mux
 	mux.Register(Scheme, URLOpener{})
 	tr, err := mux.OpenTransport(context.Background(), "fake://?script=550,ok")

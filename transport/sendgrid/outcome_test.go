@@ -9,6 +9,7 @@ import (
 )
 
 func TestErrorDetail(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, body, want string
 	}{
@@ -30,6 +31,7 @@ func TestErrorDetail(t *testing.T) {
 }
 
 func TestCleanCutsOnARuneBoundary(t *testing.T) {
+	t.Parallel()
 	got := clean(strings.Repeat("é", maxDetailLen))
 	require.LessOrEqual(t, len(got), maxDetailLen+len("..."), "clean of a long text: %q", got)
 	require.True(t, strings.HasSuffix(got, "..."), "clean of a long text %q does not end in ...", got)

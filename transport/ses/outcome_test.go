@@ -17,6 +17,7 @@ import (
 // TestErrorTable sends through the real SDK to a server answering with SES's
 // real error shapes and checks the classified outcome.
 func TestErrorTable(t *testing.T) {
+	t.Parallel()
 	sesError := func(status int, code, message string) func(http.ResponseWriter, *http.Request) {
 		return func(w http.ResponseWriter, _ *http.Request) { writeSESError(w, status, code, message) }
 	}
@@ -131,6 +132,7 @@ func TestErrorTable(t *testing.T) {
 }
 
 func TestDetailIsShort(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("ü", 1000)
 	f := newFakeSES(t, func(w http.ResponseWriter, _ *http.Request) { writeSESError(w, 400, "MessageRejected", long) })
 	tr := openStatic(t, f.srv.URL, nil)
@@ -143,6 +145,7 @@ func TestDetailIsShort(t *testing.T) {
 }
 
 func TestRefusedIsConnection(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	endpoint := "http://" + ln.Addr().String()

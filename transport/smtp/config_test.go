@@ -10,6 +10,7 @@ import (
 )
 
 func TestResolveDefaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		opts Options
 		addr string
@@ -39,6 +40,7 @@ func TestResolveDefaults(t *testing.T) {
 // TestAuthRefusesPlaintext: credentials go out only over TLS, unless the
 // transport was opened with tls=none to a loopback host.
 func TestAuthRefusesPlaintext(t *testing.T) {
+	t.Parallel()
 	plain := &mailsmtp.ServerInfo{Name: "mail.example.com", TLS: false, Auth: []string{"PLAIN", "LOGIN"}}
 	a := &auth{username: "u", password: "p"}
 	_, _, err := a.Start(plain)

@@ -19,6 +19,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestConsecutiveSendsReuseOneConnection(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	tr := open(t, s.url(""))
 	for i := range 5 {
@@ -40,6 +41,7 @@ func TestConsecutiveSendsReuseOneConnection(t *testing.T) {
 // TestErrorDiscardsTheSession: after any failure the connection is closed
 // and the next message goes out on a fresh one.
 func TestErrorDiscardsTheSession(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		at   stage
@@ -69,6 +71,7 @@ func TestErrorDiscardsTheSession(t *testing.T) {
 // connection costs a redial, not a failed message, and not a second
 // transaction.
 func TestDeadPooledConnectionIsReplaced(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	tr := open(t, s.url(""))
 	_, err := send(t, tr, message())
@@ -83,6 +86,7 @@ func TestDeadPooledConnectionIsReplaced(t *testing.T) {
 }
 
 func TestIdleConnectionIsClosed(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url("idle_timeout=100ms"))
 	_, err := send(t, tr, message())
@@ -98,6 +102,7 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 }
 
 func TestPoolBoundsOpenConnections(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url("pool=2"))
 	var wg sync.WaitGroup
@@ -121,6 +126,7 @@ func TestPoolBoundsOpenConnections(t *testing.T) {
 // TestWaitForPoolHonoursContext: a Send waiting for a busy pool gives up
 // when its context ends, before reaching the server.
 func TestWaitForPoolHonoursContext(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{at: map[stage]action{atRcpt: {hang: true}}})
 	tr := open(t, s.url("pool=1"))
 	first, stopFirst := context.WithTimeout(context.Background(), 5*time.Second)
@@ -146,6 +152,7 @@ func TestWaitForPoolHonoursContext(t *testing.T) {
 }
 
 func TestCloseQuitsIdleConnections(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	_, err := send(t, tr, message())
@@ -163,6 +170,7 @@ func TestCloseQuitsIdleConnections(t *testing.T) {
 // TestEndedContextKeepsThePooledConnection: a Send whose context already
 // ended fails without costing the pool its healthy connection.
 func TestEndedContextKeepsThePooledConnection(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	_, err := send(t, tr, message())

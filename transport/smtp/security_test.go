@@ -22,6 +22,7 @@ import (
 // TestNoSTARTTLSGetsNoCredentialsAndNoMail: a server (or a man in the
 // middle) that does not offer STARTTLS never sees AUTH, MAIL FROM or DATA.
 func TestNoSTARTTLSGetsNoCredentialsAndNoMail(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{tls: noTLS, auth: []string{"PLAIN", "LOGIN"}})
 	tr := open(t, "smtp://"+urlUser(testUser, testPassword)+s.addr)
 	_, err := send(t, tr, message())
@@ -35,6 +36,7 @@ func TestNoSTARTTLSGetsNoCredentialsAndNoMail(t *testing.T) {
 }
 
 func TestUntrustedCertificateGetsNothing(t *testing.T) {
+	t.Parallel()
 	for name, mode := range map[string]serverTLS{"starttls": untrustedTLS, "implicit": implicitUntrust} {
 		t.Run(name, func(t *testing.T) {
 			s := startServer(t, script{tls: mode, auth: []string{"PLAIN"}})
@@ -51,6 +53,7 @@ func TestUntrustedCertificateGetsNothing(t *testing.T) {
 }
 
 func TestServerNameIsVerified(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	_, err := send(t, open(t, s.url("server_name=mx.test")), message())
 	assert.NoError(t, err, "server_name matching the certificate")
@@ -61,6 +64,7 @@ func TestServerNameIsVerified(t *testing.T) {
 }
 
 func TestPlaintextCredentialsOnlyToLoopback(t *testing.T) {
+	t.Parallel()
 	u, _ := url.Parse("smtp://" + urlUser(testUser, testPassword) + "mail.example.com?tls=none")
 	_, err := smtp.URLOpener{}.OpenTransportURL(context.Background(), u)
 	if assert.ErrorContains(t, err, "in clear", "tls=none with a password to a remote host: want refused") {
@@ -75,6 +79,7 @@ func TestPlaintextCredentialsOnlyToLoopback(t *testing.T) {
 // TestInjectionIsRefusedBeforeConnecting: CR or LF in any header field or
 // address makes Send fail as Permanent without touching the server.
 func TestInjectionIsRefusedBeforeConnecting(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	for name, edit := range map[string]func(m *transport.Message){
@@ -106,6 +111,7 @@ func TestInjectionIsRefusedBeforeConnecting(t *testing.T) {
 // (header-like text, commas and angle brackets in names, tabs) reaches the
 // server as data, for exactly one recipient.
 func TestValidButHostileFieldsStayInTheirField(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	m := message()
@@ -133,6 +139,7 @@ func TestValidButHostileFieldsStayInTheirField(t *testing.T) {
 // it arrives as one message with its text intact, and the server sees one
 // transaction.
 func TestNoSMTPSmuggling(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	m := message()

@@ -55,6 +55,7 @@ func classified(t testing.TB, err error) *transport.Error {
 }
 
 func TestSendAcceptedOverSTARTTLSWithAuth(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	tr := open(t, s.url(""))
 	m := message()
@@ -73,6 +74,7 @@ func TestSendAcceptedOverSTARTTLSWithAuth(t *testing.T) {
 }
 
 func TestSendImplicitTLS(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{tls: implicitTLS, auth: []string{"PLAIN"}})
 	tr := open(t, s.url(""))
 	_, err := send(t, tr, message())
@@ -81,6 +83,7 @@ func TestSendImplicitTLS(t *testing.T) {
 }
 
 func TestSendAuthLOGINWhenPLAINIsNotOffered(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"LOGIN"}})
 	tr := open(t, s.url(""))
 	_, err := send(t, tr, message())
@@ -88,6 +91,7 @@ func TestSendAuthLOGINWhenPLAINIsNotOffered(t *testing.T) {
 }
 
 func TestSendGeneratesMessageIDWhenEmpty(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	m := message()
@@ -105,6 +109,7 @@ func TestSendGeneratesMessageIDWhenEmpty(t *testing.T) {
 // conversation: kind, codes and the reply text as Detail, how far the
 // client went, and that nothing is ever "maybe delivered" after a reply.
 func TestReplies(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		at       stage
@@ -142,6 +147,7 @@ func TestReplies(t *testing.T) {
 }
 
 func TestWrongPasswordIsConnection(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	const wrong = "wrong-p@ssword-42"
 	tr := open(t, strings.Replace(s.url(""), urlUser(testUser, testPassword), urlUser(testUser, wrong), 1))
@@ -160,6 +166,7 @@ func TestWrongPasswordIsConnection(t *testing.T) {
 // TestDrops closes the connection at each stage: only a drop after the
 // DATA terminator may have delivered the mail.
 func TestDrops(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		at    stage
 		maybe bool
@@ -184,6 +191,7 @@ func TestDrops(t *testing.T) {
 // deadline must end the Send promptly, and only a hang after the DATA
 // terminator is "maybe delivered".
 func TestContextEndsEveryStage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		at    stage
 		maybe bool
@@ -211,6 +219,7 @@ func TestContextEndsEveryStage(t *testing.T) {
 }
 
 func TestCancelDuringSendIsTemporary(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{at: map[stage]action{atRcpt: {hang: true}}})
 	tr := open(t, s.url(""))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -226,6 +235,7 @@ func TestCancelDuringSendIsTemporary(t *testing.T) {
 // server that stops answering mid-transaction fails the Send on the I/O
 // timeout.
 func TestTimeoutIsPerCommand(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		at    stage
 		maybe bool
@@ -245,6 +255,7 @@ func TestTimeoutIsPerCommand(t *testing.T) {
 // write, not the transaction: a session older than the timeout (a slow
 // server, a connection kept for reuse) still works.
 func TestTimeoutDoesNotLimitTheWholeSend(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url("timeout=400ms"))
 	for i := range 3 {

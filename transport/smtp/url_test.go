@@ -94,6 +94,7 @@ func TestPasswordFromEnvironment(t *testing.T) {
 }
 
 func TestOpenWithOptions(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	tr, err := smtp.Open(context.Background(), s.host, s.port, &smtp.Options{
 		Username: testUser, Password: testPassword, CAFile: s.caFile, Pool: 1,
