@@ -210,7 +210,6 @@ func TestSendAfterClose(t *testing.T) {
 // A stall after the whole body was read may hide an accepted mail; a
 // refused connection provably does not.
 func TestSendMaybeDelivered(t *testing.T) {
-	t.Parallel()
 	for _, s := range []conformance.Scenario{conformance.StallAfterData, conformance.Refused} {
 		t.Run(string(s), func(t *testing.T) {
 			h, err := newHarness(context.Background(), t)

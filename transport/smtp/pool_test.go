@@ -86,7 +86,6 @@ func TestDeadPooledConnectionIsReplaced(t *testing.T) {
 }
 
 func TestIdleConnectionIsClosed(t *testing.T) {
-	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url("idle_timeout=100ms"))
 	_, err := send(t, tr, message())
@@ -126,7 +125,6 @@ func TestPoolBoundsOpenConnections(t *testing.T) {
 // TestWaitForPoolHonoursContext: a Send waiting for a busy pool gives up
 // when its context ends, before reaching the server.
 func TestWaitForPoolHonoursContext(t *testing.T) {
-	t.Parallel()
 	s := startServer(t, script{at: map[stage]action{atRcpt: {hang: true}}})
 	tr := open(t, s.url("pool=1"))
 	first, stopFirst := context.WithTimeout(context.Background(), 5*time.Second)

@@ -191,7 +191,6 @@ func TestDrops(t *testing.T) {
 // deadline must end the Send promptly, and only a hang after the DATA
 // terminator is "maybe delivered".
 func TestContextEndsEveryStage(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		at    stage
 		maybe bool
@@ -219,7 +218,6 @@ func TestContextEndsEveryStage(t *testing.T) {
 }
 
 func TestCancelDuringSendIsTemporary(t *testing.T) {
-	t.Parallel()
 	s := startServer(t, script{at: map[stage]action{atRcpt: {hang: true}}})
 	tr := open(t, s.url(""))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -235,7 +233,6 @@ func TestCancelDuringSendIsTemporary(t *testing.T) {
 // server that stops answering mid-transaction fails the Send on the I/O
 // timeout.
 func TestTimeoutIsPerCommand(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		at    stage
 		maybe bool
@@ -255,7 +252,6 @@ func TestTimeoutIsPerCommand(t *testing.T) {
 // write, not the transaction: a session older than the timeout (a slow
 // server, a connection kept for reuse) still works.
 func TestTimeoutDoesNotLimitTheWholeSend(t *testing.T) {
-	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url("timeout=400ms"))
 	for i := range 3 {
