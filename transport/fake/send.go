@@ -51,6 +51,8 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		err = classify.Error(t.block(ctx))
 	case kindStall:
 		err = classify.MaybeDelivered(t.block(ctx))
+	case kindPanic:
+		panic("fake: the panic step (a scripted crash for tests)")
 	}
 	if err != nil {
 		return transport.Receipt{}, err
