@@ -104,8 +104,11 @@ func report(t *testing.T, f figures, extra ...any) {
 		t.Name(), f.Mails, f.Sent, f.Failed, f.NotFinal, f.Delivered, f.Duplicates, f.Resent, f.Lost, f.SentUndelivered, f.MaybeDelivered)
 	for i := 0; i+1 < len(extra); i += 2 {
 		v := extra[i+1]
-		if d, ok := v.(time.Duration); ok {
-			v = d.Round(10 * time.Millisecond)
+		switch x := v.(type) {
+		case time.Duration:
+			v = x.Round(10 * time.Millisecond)
+		case float64:
+			v = fmt.Sprintf("%.2f", x)
 		}
 		fmt.Fprintf(&b, " %v=%v", extra[i], v)
 	}

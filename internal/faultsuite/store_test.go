@@ -174,3 +174,5 @@ func heldBy(t *testing.T, s store, pid int) int {
 	t.Helper()
 	return countWhere(t, s, "status = ? AND locked_by LIKE ?", sending, "%-"+strconv.Itoa(pid)+"-%")
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
