@@ -162,13 +162,20 @@ func finished(t *testing.T, s store) int64 {
 // without progress (rows finishing or deliveries arriving).
 func drained(t *testing.T, s store, p *provider, stall time.Duration) {
 	t.Helper()
-	total := int64(countWhere(t, s, "1=1"))
+	drainedWhere(t, s, p, "1=1", stall)
+}
+
+// drainedWhere is drained for the rows matching where.
+func drainedWhere(t *testing.T, s store, p *provider, where string, stall time.Duration) {
+	t.Helper()
+	total := countWhere(t, s, where)
+	done := func() int { return countWhere(t, s, "status IN (?, ?) AND ("+where+")", sent, failed) }
 	progress := func() int64 {
-		n := finished(t, s)
+		n := int64(done())
 		if p != nil {
 			n += int64(p.count()) << 32
 		}
 		return n
 	}
-	waitProgress(t, "drain", stall, progress, func() bool { return finished(t, s) == total })
+	waitProgress(t, "drain", stall, progress, func() bool { return done() == total })
 }

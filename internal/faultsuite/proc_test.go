@@ -47,6 +47,8 @@ type supervised struct {
 	args    []string
 	restart bool
 	logPath string
+	// onExit, when set, runs after each process exits, before a restart.
+	onExit func(*process)
 
 	mu       sync.Mutex
 	cur      *process
@@ -67,7 +69,13 @@ type process struct {
 // plus args. The slot is stopped with SIGTERM when the test ends.
 func startWorker(t *testing.T, name, cfg string, restart bool, args ...string) *supervised {
 	t.Helper()
-	w := &supervised{t: t, name: name, restart: restart, done: make(chan struct{}),
+	return startWorkerHook(t, name, cfg, restart, nil, args...)
+}
+
+// startWorkerHook is startWorker with onExit run after each process exits.
+func startWorkerHook(t *testing.T, name, cfg string, restart bool, onExit func(*process), args ...string) *supervised {
+	t.Helper()
+	w := &supervised{t: t, name: name, restart: restart, onExit: onExit, done: make(chan struct{}),
 		args:    append([]string{"worker", "--config", cfg}, args...),
 		logPath: filepath.Join(t.TempDir(), name+".log")}
 	first, err := w.spawn()
@@ -108,6 +116,9 @@ func (w *supervised) loop(p *process) {
 			if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
 				p.signal = st.Signal()
 			}
+		}
+		if w.onExit != nil {
+			w.onExit(p)
 		}
 		close(p.exited)
 		w.mu.Lock()
