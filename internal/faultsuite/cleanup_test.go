@@ -33,7 +33,7 @@ func TestCleanupBesideWorkers(t *testing.T) {
 		{"old-failed", 5000, failed, 100 * day, true},
 		{"young-sent", 3000, sent, 1 * day, false},
 		{"young-failed", 2000, failed, 40 * day, false},
-		{"deferred", 1000, retry, -time.Hour, false},     // due in an hour, created long ago
+		{"deferred", 1000, retry, -time.Hour, false},    // due in an hour, created long ago
 		{"old-pending", 500, pending, 100 * day, false}, // due for 100 days: the workers send it now
 	}
 	for _, g := range groups {
