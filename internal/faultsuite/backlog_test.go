@@ -40,7 +40,7 @@ func TestDeferredBacklog(t *testing.T) {
 			w := startWorker(t, "worker", cfg, false)
 			dumpLogs(t, w)
 			// Let the worker start and settle into its idle polling.
-			time.Sleep(2 * poll)
+			time.Sleep(poll + poll/2)
 
 			q := newQueue(t, s)
 			var worst time.Duration

@@ -10,15 +10,15 @@ import (
 	"time"
 )
 
-// TestCleanupBesideWorkers runs "mailspool cleanup" on a table with 25 000
-// finished rows past their retention while 4 workers drain 3 000 fresh
-// mails. Only finished rows older than the retention may go (sent after 30
+// TestCleanupBesideWorkers runs "mailspool cleanup" on a table with 12 000
+// finished rows past their retention while 4 workers drain 2 000 fresh
+// mails (and 500 old pending ones). Only finished rows older than the retention may go (sent after 30
 // days, failed after 90); younger finished rows, deferred mail and old
 // unsent mail stay; and no statement on the table may wait for a lock for
 // more than 1 s.
 func TestCleanupBesideWorkers(t *testing.T) {
 	scenario(t)
-	const fresh = 3000
+	const fresh = 2000
 	s := newMariaDB(t)
 	now := time.Now()
 	day := 24 * time.Hour
@@ -29,10 +29,10 @@ func TestCleanupBesideWorkers(t *testing.T) {
 		finished time.Duration // next_run: how long ago the row finished (or was due)
 		deleted  bool
 	}{
-		{"old-sent", 20000, sent, 40 * day, true},
-		{"old-failed", 5000, failed, 100 * day, true},
-		{"young-sent", 3000, sent, 1 * day, false},
-		{"young-failed", 2000, failed, 40 * day, false},
+		{"old-sent", 10000, sent, 40 * day, true},
+		{"old-failed", 2000, failed, 100 * day, true},
+		{"young-sent", 2000, sent, 1 * day, false},
+		{"young-failed", 1000, failed, 40 * day, false},
 		{"deferred", 1000, retry, -time.Hour, false},    // due in an hour, created long ago
 		{"old-pending", 500, pending, 100 * day, false}, // due for 100 days: the workers send it now
 	}

@@ -12,8 +12,14 @@ import (
 // the workers' leases. The sends finish during the lock and their outcomes
 // cannot be written until it ends; afterwards every mail must be recorded
 // exactly once and none sent again.
+//
+// The lock scenario mostly waits, so it runs in parallel with the
+// scenarios that measure no timing (poison, SIGTERM and recycle), after
+// the serial ones: go test starts parallel tests once every serial test
+// has finished.
 func TestDatabaseLockMidDrain(t *testing.T) {
 	scenario(t)
+	t.Parallel()
 	t.Run("mariadb", func(t *testing.T) {
 		t.Parallel()
 		s := newMariaDB(t)

@@ -15,6 +15,7 @@ import (
 // is sent.
 func TestPoisonMessage(t *testing.T) {
 	scenario(t)
+	t.Parallel() // runs inside the lock scenario's idle minute; see TestDatabaseLockMidDrain
 	const good = 200
 	s := newMariaDB(t)
 	enqueue(t, s, good/2, "good")

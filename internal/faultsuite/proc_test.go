@@ -149,10 +149,15 @@ func (w *supervised) current() *process {
 	return w.cur
 }
 
-// kill sends sig to the running process and waits until it has exited; it
-// returns the process's pid.
+// kill waits until the running process has started its worker (so it has
+// its signal handlers and may hold rows), sends it sig and waits until it
+// has exited; it returns the process.
 func (w *supervised) kill(sig syscall.Signal) *process {
 	w.t.Helper()
+	started := func() bool {
+		return strings.Count(w.log(), "worker starting") >= len(w.processes())
+	}
+	waitProgress(w.t, w.name+" starting", 30*time.Second, func() int64 { return int64(len(w.processes())) }, started)
 	p := w.current()
 	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		w.t.Fatalf("signalling %s: %v", w.name, err)

@@ -16,6 +16,7 @@ import (
 // crashed, no mail may be sent twice.
 func TestSIGTERMAndRecycle(t *testing.T) {
 	scenario(t)
+	t.Parallel() // runs inside the lock scenario's idle minute; see TestDatabaseLockMidDrain
 	const mails, maxMessages, termEvery = 1500, 100, 150
 	s := newMariaDB(t)
 	p := startProvider(t)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,29 +103,44 @@ func openDB(t *testing.T, url string) *sql.DB {
 	return db
 }
 
-// enqueue queues n mails to distinct recipients, 500 per transaction, the
-// way an application does (queue.Enqueue in its own transaction), and
-// returns their ids.
+// enqueue queues n mails to distinct recipients the way an application
+// does (queue.Enqueue inside its own transactions, here 250 mails each,
+// from 4 connections at once), and returns their ids.
 func enqueue(t *testing.T, s store, n int, prefix string) []int64 {
 	t.Helper()
 	q := newQueue(t, s)
 	ctx := context.Background()
-	ids := make([]int64, 0, n)
-	for start := 0; start < n; start += 500 {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := start; i < min(n, start+500); i++ {
-			id, err := q.Enqueue(ctx, tx, message(prefix+"-"+strconv.Itoa(i)+"@example.com"))
+	const chunk = 250
+	ids := make([]int64, n)
+	errs := make(chan error, (n+chunk-1)/chunk)
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for start := 0; start < n; start += chunk {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			tx, err := s.db.BeginTx(ctx, nil)
 			if err != nil {
-				_ = tx.Rollback()
-				t.Fatal(err)
+				errs <- err
+				return
 			}
-			ids = append(ids, id)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
+			for i := start; i < min(n, start+chunk); i++ {
+				if ids[i], err = q.Enqueue(ctx, tx, message(prefix+"-"+strconv.Itoa(i)+"@example.com")); err != nil {
+					_ = tx.Rollback()
+					errs <- err
+					return
+				}
+			}
+			errs <- tx.Commit()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
 		}
 	}
 	return ids
