@@ -19,12 +19,12 @@ func TestSIGKILLDuringDrain(t *testing.T) {
 	p := startProvider(t)
 	p.setStall(2 * time.Millisecond)
 	enqueue(t, s, mails, "kill")
-	// Short leases so killed rows come back within seconds: (2 rounds of
-	// 2s sends + 1 round) + 1s margin = 7s.
+	// A lease runs 2s past the last heartbeat, so a killed worker's rows
+	// come back at the next rescue (every 5s) after that.
 	cfg := writeConfig(t, s, p.url(), `batch = 20
 concurrency = 10
 send_timeout = "2s"
-lease_margin = "1s"
+lease_margin = "2s"
 poll_interval = "200ms"`)
 	ws := make([]*supervised, workers)
 	for i := range ws {

@@ -63,8 +63,8 @@ func lockDrain(t *testing.T, s store, hold time.Duration, lock func(context.Cont
 	p := startProvider(t)
 	p.setStall(500 * time.Millisecond)
 	enqueue(t, s, mails, "lock")
-	// Lease: (2 rounds of 5s sends + 1 round) + 5s margin = 20s, well
-	// short of the lock.
+	// A lease runs 5s past the last heartbeat: the lock lasts much longer
+	// than any lease, and the heartbeat cannot be written during it either.
 	cfg := writeConfig(t, s, p.url(), `batch = 10
 concurrency = 5
 send_timeout = "5s"

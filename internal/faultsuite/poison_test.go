@@ -25,7 +25,8 @@ func TestPoisonMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	enqueue(t, s, good/2, "later")
-	// Lease: (2 rounds of 1s sends + 1 round) + 1s margin = 4s.
+	// A lease runs 1s past the last heartbeat: a crash is noticed at the
+	// next rescue (every 5s) after that.
 	cfg := writeConfig(t, s, "fake://?recipient=true&latency=20ms", `batch = 10
 concurrency = 5
 send_timeout = "1s"
