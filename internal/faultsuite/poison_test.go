@@ -60,7 +60,9 @@ poll_interval = "200ms"`)
 		t.Errorf("the poison mail crashed the worker %d times, want exactly 3", panics)
 	}
 	if f.Sent != good {
-		t.Errorf("%d of %d good mails sent", f.Sent, good)
+		var lastError string
+		_ = s.db.QueryRow("SELECT last_error FROM "+table+" WHERE status = ? AND id <> ? LIMIT 1", failed, poison).Scan(&lastError)
+		t.Errorf("%d of %d good mails sent; a failed good one says %q", f.Sent, good, lastError)
 	}
 	checkFinal(t, f)
 }

@@ -88,6 +88,14 @@ func (p *provider) count() int {
 	return p.total
 }
 
+// stalled returns how many mails the provider has read and not yet
+// answered.
+func (p *provider) stalled() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inFlight
+}
+
 // NewSession implements gosmtp.Backend.
 func (p *provider) NewSession(*gosmtp.Conn) (gosmtp.Session, error) {
 	return &providerSession{p: p}, nil
