@@ -42,6 +42,14 @@ func (l *leases) drop(token string, ups []rowUpdate) {
 	}
 }
 
+// forget drops every row of token: its owner gave up on them.
+func (l *leases) forget(token string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.rows, token)
+	delete(l.end, token)
+}
+
 // has reports whether token is one of ours with rows still held.
 func (l *leases) has(token string) bool {
 	l.mu.Lock()

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
-	"github.com/mailspool/mailspool/queue"
-	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/config"
 )
 
 func runWorker(ctx context.Context, e *env, args []string) error {
@@ -32,58 +29,15 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	lanes, err := cfg.pickLanes(*lane)
+	lanes, err := cfg.Pick(*lane)
 	if err != nil {
 		return err
 	}
-	workers := make([]*queue.Worker, 0, len(lanes))
-	for _, l := range lanes {
-		if err := queue.CheckSchema(ctx, db, l.Lane.Table); err != nil {
-			return err
+	if *maxMessages >= 0 {
+		lanes = append([]config.Lane(nil), lanes...)
+		for i := range lanes {
+			lanes[i].Worker.MaxMessages = *maxMessages
 		}
-		q, err := queue.New(ctx, db, l.Lane, nil)
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
-		}
-		tr, err := openTransport(ctx, l.Transport)
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
-		}
-		defer tr.Close()
-		opts := l.Worker
-		opts.Logger = log
-		if *maxMessages >= 0 {
-			opts.MaxMessages = *maxMessages
-		}
-		w, err := queue.NewWorker(q, tr, &opts)
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
-		}
-		log.Info("worker starting", "lane", l.Lane.Name, "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
-		workers = append(workers, w)
 	}
-	// The first worker to return (recycle or shutdown) stops the others: the
-	// process exits and systemd starts it fresh.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// A worker that fails (its database kept failing, its SQLite file was
-	// replaced) makes the process exit non-zero, so that the supervisor
-	// restarts it and the operator sees it.
-	var wg sync.WaitGroup
-	errs := make([]error, len(workers))
-	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer cancel()
-			errs[i] = w.Run(ctx)
-			if errs[i] != nil {
-				log.Error("worker failed", "worker", w.ID(), "err", errs[i], "stats", fmt.Sprintf("%+v", w.Stats()))
-				return
-			}
-			log.Info("worker stopped", "worker", w.ID(), "stats", fmt.Sprintf("%+v", w.Stats()))
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return config.Run(ctx, db, lanes, &config.RunOptions{Logger: log})
 }
