@@ -195,17 +195,6 @@ func (w *supervised) stop(grace time.Duration) {
 	}
 }
 
-// wait waits for the slot to end on its own (a worker without restart
-// that exits).
-func (w *supervised) wait(grace time.Duration) {
-	w.t.Helper()
-	select {
-	case <-w.done:
-	case <-time.After(grace):
-		w.t.Fatalf("%s did not exit within %s", w.name, grace)
-	}
-}
-
 // processes returns every run so far.
 func (w *supervised) processes() []*process {
 	w.mu.Lock()
