@@ -242,3 +242,20 @@ func TestConcurrentSendsConsumeTheScriptOnce(t *testing.T) {
 		t.Errorf("kinds %v, %d attempts, %d sent; want 50 sent, 50 permanent, 100 attempts", kinds, tr.Attempts(), len(tr.Sent()))
 	}
 }
+
+func TestPanicStep(t *testing.T) {
+	tr := New(&Options{Recipient: true})
+	if _, err := tr.Send(context.Background(), testMessage("rcpt@example.net")); err != nil {
+		t.Fatalf("untagged recipient: %v", err)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "panic step") {
+			t.Errorf("recovered %v, want the panic step's panic", r)
+		}
+		if tr.Attempts() != 2 {
+			t.Errorf("Attempts = %d, want 2 (the panicking send reached its step)", tr.Attempts())
+		}
+	}()
+	_, _ = tr.Send(context.Background(), testMessage("poison+panic@example.net"))
+	t.Error("Send returned; want a panic")
+}
