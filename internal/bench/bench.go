@@ -128,6 +128,9 @@ type Result struct {
 	P99EnqueueMS float64 `json:"p99_enqueue_ms"`
 	RSSMB        float64 `json:"rss_mb"` // peak resident memory of a worker process (goroutines: of this process during the drain)
 	LogErrors    int     `json:"log_errors"`
+	// SMTPConnections is how many connections the SMTP server accepted
+	// (SMTP runs only): the adapter reuses its connections across sends.
+	SMTPConnections int `json:"smtp_connections,omitempty"`
 }
 
 // Line is the one-line summary: "bench store=mysql workers=4 ...".
@@ -145,6 +148,9 @@ func (r *Result) Line() string {
 		"p50_claim_ms=" + ms(r.P50ClaimMS), "p99_claim_ms=" + ms(r.P99ClaimMS),
 		"p99_enqueue_ms=" + ms(r.P99EnqueueMS), fmt.Sprintf("rss_mb=%.1f", r.RSSMB),
 		fmt.Sprintf("log_errors=%d", r.LogErrors),
+	}
+	if r.Transport == "smtp" {
+		fields = append(fields, fmt.Sprintf("smtp_connections=%d", r.SMTPConnections))
 	}
 	return "bench " + strings.Join(fields, " ")
 }

@@ -77,15 +77,18 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 	var ds *drainStats
 	start := time.Now()
 	if o.Processes {
-		ds, err = drainProcesses(ctx, o, tr, sink, start, label)
+		ds, err = drainProcesses(ctx, o, tr, sink, label)
 	} else {
-		ds, err = drainGoroutines(ctx, o, tr, sink, start, label)
+		ds, err = drainGoroutines(ctx, o, tr, sink, label)
 	}
 	if err != nil {
 		return nil, err
 	}
 	finish(r, tr, start)
 	r.Deadlocks, r.LogErrors, r.RSSMB = ds.deadlocks, ds.logErrors, ds.rssMB
+	if sink != nil {
+		r.SMTPConnections = sink.connections()
+	}
 	r.P50ClaimMS, r.P99ClaimMS = percentile(ds.claims, 50), percentile(ds.claims, 99)
 	unsent, err := notSent(ctx, admin, o.Table)
 	if err != nil {
@@ -160,7 +163,7 @@ func startWorker(ctx context.Context, c workerConfig, p *probe, log *slog.Logger
 	return w, func() { tr.Close(); db.Close() }, nil
 }
 
-func drainGoroutines(ctx context.Context, o *Options, tr *tracker, sink *smtpSink, start time.Time, label string) (*drainStats, error) {
+func drainGoroutines(ctx context.Context, o *Options, tr *tracker, sink *smtpSink, label string) (*drainStats, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var logErrors atomic.Int64

@@ -129,7 +129,7 @@ func (l *lineWriter) flushEvery(d time.Duration) func() {
 }
 
 // drainProcesses runs o.Workers child processes and reads their reports.
-func drainProcesses(ctx context.Context, o *Options, tr *tracker, sink *smtpSink, start time.Time, label string) (*drainStats, error) {
+func drainProcesses(ctx context.Context, o *Options, tr *tracker, sink *smtpSink, label string) (*drainStats, error) {
 	exe := o.Executable
 	if exe == "" {
 		var err error
