@@ -128,6 +128,10 @@ type Result struct {
 	P99EnqueueMS float64 `json:"p99_enqueue_ms"`
 	RSSMB        float64 `json:"rss_mb"` // peak resident memory of a worker process (goroutines: of this process during the drain)
 	LogErrors    int     `json:"log_errors"`
+	// RedoPerMailKB is the server's redo log written during the drain per
+	// mail (MySQL/MariaDB only; on a shared server it includes the others'
+	// writes).
+	RedoPerMailKB float64 `json:"redo_per_mail_kb,omitempty"`
 	// SMTPConnections is how many connections the SMTP server accepted
 	// (SMTP runs only): the adapter reuses its connections across sends.
 	SMTPConnections int `json:"smtp_connections,omitempty"`
@@ -148,6 +152,9 @@ func (r *Result) Line() string {
 		"p50_claim_ms=" + ms(r.P50ClaimMS), "p99_claim_ms=" + ms(r.P99ClaimMS),
 		"p99_enqueue_ms=" + ms(r.P99EnqueueMS), fmt.Sprintf("rss_mb=%.1f", r.RSSMB),
 		fmt.Sprintf("log_errors=%d", r.LogErrors),
+	}
+	if r.Store == "mysql" {
+		fields = append(fields, fmt.Sprintf("redo_per_mail_kb=%.2f", r.RedoPerMailKB))
 	}
 	if r.Transport == "smtp" {
 		fields = append(fields, fmt.Sprintf("smtp_connections=%d", r.SMTPConnections))
@@ -215,4 +222,18 @@ func storeName(db *sql.DB) string {
 		return "mysql"
 	}
 	return "sqlite"
+}
+
+// redoLSN returns the server's current redo log sequence number (0 where
+// the server does not report it, or for SQLite).
+func redoLSN(ctx context.Context, db *sql.DB) int64 {
+	if storeName(db) != "mysql" {
+		return 0
+	}
+	var name string
+	var lsn int64
+	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_lsn_current'").Scan(&name, &lsn); err != nil {
+		return 0
+	}
+	return lsn
 }

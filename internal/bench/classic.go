@@ -119,6 +119,7 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 		deadlocks atomic.Int64
 		errs      atomic.Int64
 	)
+	lsn := redoLSN(ctx, admin)
 	start := time.Now()
 	resetPeakRSS()
 	for i := range o.Workers {
@@ -145,6 +146,9 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 	cancel()
 	wg.Wait()
 	finish(r, tr, start)
+	if lsn > 0 {
+		r.RedoPerMailKB = float64(redoLSN(ctx, admin)-lsn) / 1024 / float64(o.Messages)
+	}
 	r.Deadlocks, r.LogErrors, r.RSSMB = int(deadlocks.Load()), int(errs.Load()), peakRSSMB()
 	r.P50ClaimMS, r.P99ClaimMS = percentile(claims, 50), percentile(claims, 99)
 	var unsent int

@@ -75,6 +75,7 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 		defer sink.close()
 	}
 	var ds *drainStats
+	lsn := redoLSN(ctx, admin)
 	start := time.Now()
 	if o.Processes {
 		ds, err = drainProcesses(ctx, o, tr, sink, label)
@@ -85,6 +86,9 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 		return nil, err
 	}
 	finish(r, tr, start)
+	if lsn > 0 {
+		r.RedoPerMailKB = float64(redoLSN(ctx, admin)-lsn) / 1024 / float64(o.Messages)
+	}
 	r.Deadlocks, r.LogErrors, r.RSSMB = ds.deadlocks, ds.logErrors, ds.rssMB
 	if sink != nil {
 		r.SMTPConnections = sink.connections()
