@@ -144,8 +144,8 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(runCtx) }()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
 
 	// Progress: one line rewritten in place on a terminal, else a line every
 	// simulated half hour.
@@ -161,6 +161,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		counts, err := q.CountByStatus(ctx)
 		if err != nil {
 			stop()
+			<-done
 			return err
 		}
 		elapsed := clock.Now().Sub(start).Truncate(time.Minute)
@@ -176,7 +177,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	tick.Stop()
 	stop()
-	<-done
+	if err := <-done; err != nil {
+		return err
+	}
 	if tty {
 		fmt.Fprintln(e.stderr)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -65,16 +66,24 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	// process exits and systemd starts it fresh.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A worker that fails (its database kept failing, its SQLite file was
+	// replaced) makes the process exit non-zero, so that the supervisor
+	// restarts it and the operator sees it.
 	var wg sync.WaitGroup
-	for _, w := range workers {
+	errs := make([]error, len(workers))
+	for i, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer cancel()
-			w.Run(ctx)
+			errs[i] = w.Run(ctx)
+			if errs[i] != nil {
+				log.Error("worker failed", "worker", w.ID(), "err", errs[i], "stats", fmt.Sprintf("%+v", w.Stats()))
+				return
+			}
 			log.Info("worker stopped", "worker", w.ID(), "stats", fmt.Sprintf("%+v", w.Stats()))
 		}()
 	}
 	wg.Wait()
-	return nil
+	return errors.Join(errs...)
 }
