@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -173,6 +174,7 @@ func drainGoroutines(ctx context.Context, o *Options, tr *tracker, sink *smtpSin
 	var logErrors atomic.Int64
 	log := slog.New(&countingHandler{n: &logErrors, out: o.Progress})
 	probes := make([]*probe, o.Workers)
+	runErrs := make([]error, o.Workers)
 	var wg sync.WaitGroup
 	var closers []func()
 	defer func() {
@@ -191,11 +193,19 @@ func drainGoroutines(ctx context.Context, o *Options, tr *tracker, sink *smtpSin
 		}
 		closers = append(closers, closeFn)
 		wg.Add(1)
-		go func() { defer wg.Done(); w.Run(ctx) }()
+		go func() {
+			defer wg.Done()
+			if err := w.Run(ctx); err != nil {
+				runErrs[i] = fmt.Errorf("bench: worker %d: %w", i, err)
+			}
+		}()
 	}
 	tr.wait(ctx, o.Stall, o.Progress, label)
 	cancel()
 	wg.Wait()
+	if err := errors.Join(runErrs...); err != nil {
+		return nil, err
+	}
 	ds := &drainStats{logErrors: int(logErrors.Load()), rssMB: peakRSSMB()}
 	for _, p := range probes {
 		txs, dl := p.take()

@@ -78,7 +78,7 @@ func RunChild(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		stopFlush()
 		return err
 	}
-	w.Run(ctx)
+	runErr := w.Run(ctx)
 	closeFn()
 	txs, dl := p.take()
 	for _, d := range txs {
@@ -86,7 +86,7 @@ func RunChild(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	out.line(fmt.Sprintf("%s %d %d %.1f", lineEnd, dl, logErrors.Load(), peakRSSMB()))
 	stopFlush()
-	return out.flush()
+	return errors.Join(runErr, out.flush())
 }
 
 // lineWriter writes lines from many goroutines to one buffered writer.
