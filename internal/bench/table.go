@@ -14,7 +14,7 @@ import (
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // laneTables are the tables of a lane table t, as Migrate creates them.
-func laneTables(t string) []string { return []string{t, t + "_limits"} }
+func laneTables(t string) []string { return []string{t, t + "_limits", t + "_seed"} }
 
 // prepareLane leaves the lane table migrated, holding exactly o.History
 // finished rows and nothing else: it reuses a table that has them (deleting
@@ -85,14 +85,22 @@ func fillHistory(ctx context.Context, db *sql.DB, o *Options) error {
 	if err != nil {
 		return err
 	}
-	var maxSeed int64
-	if err := db.QueryRowContext(ctx, `SELECT MAX(id) FROM `+o.Table).Scan(&maxSeed); err != nil {
-		return fmt.Errorf("bench: %w", err)
+	// Copy from a table of its own: copying a table into itself needs a
+	// temporary table per statement on MySQL.
+	seedTable := o.Table + "_seed"
+	for _, stmt := range []string{
+		`DROP TABLE IF EXISTS ` + seedTable,
+		`CREATE TABLE ` + seedTable + ` AS SELECT ` + cols + ` FROM ` + o.Table,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("bench: history seed: %w", err)
+		}
 	}
+	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE IF EXISTS `+seedTable) //nolint:errcheck // best effort
 	for have := seed; have < o.History; {
 		n := min(seed, o.History-have)
-		stmt := `INSERT INTO ` + o.Table + ` (` + cols + `) SELECT ` + cols + ` FROM ` + o.Table + ` WHERE id <= ? ORDER BY id LIMIT ?`
-		if _, err := db.ExecContext(ctx, stmt, maxSeed, n); err != nil {
+		stmt := `INSERT INTO ` + o.Table + ` (` + cols + `) SELECT ` + cols + ` FROM ` + seedTable + ` LIMIT ?`
+		if _, err := db.ExecContext(ctx, stmt, n); err != nil {
 			return fmt.Errorf("bench: copying history rows: %w", err)
 		}
 		have += n
