@@ -133,7 +133,8 @@ func (c *probeConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 	if b, ok := c.inner.(driver.ConnBeginTx); ok {
 		tx, err = b.BeginTx(ctx, opts)
 	} else {
-		tx, err = c.inner.Begin() //nolint:staticcheck // the driver has no BeginTx
+		//lint:ignore SA1019 the driver has no BeginTx
+		tx, err = c.inner.Begin()
 	}
 	if err != nil {
 		return nil, c.p.check(err)
