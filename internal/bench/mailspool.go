@@ -208,6 +208,9 @@ func drainGoroutines(ctx context.Context, o *Options, tr *tracker, sink *smtpSin
 	}
 	ds := &drainStats{logErrors: int(logErrors.Load()), rssMB: peakRSSMB()}
 	for _, p := range probes {
+		for _, site := range p.deadlockSites() {
+			fmt.Fprintf(o.Progress, "%s: deadlock in %s\n", label, site)
+		}
 		txs, dl := p.take()
 		ds.claims = append(ds.claims, txs...)
 		ds.deadlocks += dl

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ type probe struct {
 	mu        sync.Mutex
 	txs       []time.Duration
 	deadlocks int
+	where     map[string]int // deadlocks by the start of the statement
 }
 
 func (p *probe) tx(d time.Duration) {
@@ -29,13 +31,43 @@ func (p *probe) tx(d time.Duration) {
 	p.mu.Unlock()
 }
 
-func (p *probe) check(err error) error {
+// check counts err if it is a deadlock of query ("COMMIT" for a commit).
+func (p *probe) check(query string, err error) error {
 	if isDeadlock(err) {
 		p.mu.Lock()
 		p.deadlocks++
+		if p.where == nil {
+			p.where = map[string]int{}
+		}
+		p.where[statementHead(query)]++
 		p.mu.Unlock()
 	}
 	return err
+}
+
+// statementHead is the start of a statement, without the server-side
+// bound prefix, to say where deadlocks happen.
+func statementHead(q string) string {
+	if _, rest, ok := strings.Cut(q, " FOR "); ok && strings.HasPrefix(q, "SET STATEMENT") {
+		q = rest
+	}
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > 60 {
+		q = q[:60]
+	}
+	return q
+}
+
+// deadlockSites returns "statement: count" for each statement that hit a
+// deadlock.
+func (p *probe) deadlockSites() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for q, n := range p.where {
+		out = append(out, fmt.Sprintf("%dx %s", n, q))
+	}
+	return out
 }
 
 // take returns and forgets what was recorded so far.
@@ -137,7 +169,7 @@ func (c *probeConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 		tx, err = c.inner.Begin()
 	}
 	if err != nil {
-		return nil, c.p.check(err)
+		return nil, c.p.check("BEGIN", err)
 	}
 	return &probeTx{inner: tx, p: c.p, start: start}, nil
 }
@@ -155,7 +187,7 @@ func (c *probeConn) ExecContext(ctx context.Context, query string, args []driver
 		return nil, driver.ErrSkip
 	}
 	res, err := e.ExecContext(ctx, query, args)
-	return res, c.p.check(err)
+	return res, c.p.check(query, err)
 }
 
 func (c *probeConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -164,7 +196,7 @@ func (c *probeConn) QueryContext(ctx context.Context, query string, args []drive
 		return nil, driver.ErrSkip
 	}
 	rows, err := q.QueryContext(ctx, query, args)
-	return rows, c.p.check(err)
+	return rows, c.p.check(query, err)
 }
 
 func (c *probeConn) Ping(ctx context.Context) error {
@@ -202,7 +234,7 @@ type probeTx struct {
 }
 
 func (t *probeTx) Commit() error {
-	err := t.p.check(t.inner.Commit())
+	err := t.p.check("COMMIT", t.inner.Commit())
 	t.p.tx(time.Since(t.start))
 	return err
 }

@@ -80,6 +80,9 @@ func RunChild(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	runErr := w.Run(ctx)
 	closeFn()
+	for _, site := range p.deadlockSites() {
+		fmt.Fprintf(stderr, "deadlock in %s\n", site)
+	}
 	txs, dl := p.take()
 	for _, d := range txs {
 		out.line(lineClaim + " " + strconv.FormatInt(int64(d), 10))
