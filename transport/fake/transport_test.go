@@ -125,6 +125,19 @@ func TestRecords(t *testing.T) {
 	}
 }
 
+func TestDiscardKeepsNoCopies(t *testing.T) {
+	tr := New(&Options{Script: []string{"ok", "550", "ok"}, Discard: true})
+	for range 3 {
+		_, _ = tr.Send(context.Background(), testMessage("rcpt@example.net"))
+	}
+	if n := tr.Attempts(); n != 3 {
+		t.Errorf("Attempts() = %d, want 3", n)
+	}
+	if len(tr.Messages()) != 0 || len(tr.Sent()) != 0 {
+		t.Errorf("Discard kept %d messages and %d sent, want none", len(tr.Messages()), len(tr.Sent()))
+	}
+}
+
 func TestFailuresBeforeAnAttempt(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
