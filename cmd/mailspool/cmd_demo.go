@@ -35,7 +35,9 @@ var demoGroups = []demoGroup{
 	{"user+421", 3, 0, "421 4.7.0 every time: retried on the schedule, failed after 5 attempts"},
 	{"user+450", 3, 0, "450 4.2.1 every time: retried on the schedule, failed after 5 attempts"},
 	{"user+timeout", 2, 0, "never answered: longer connection schedule; a lone failure spends an attempt"},
-	{"later", 10, 65 * time.Minute, "due at +1h05m, in the provider outage: the lane pauses, attempts are given back"},
+	// Tagged +ok so that the script's 451 never lands on them: their
+	// attempts show what the outage alone cost.
+	{"later+ok", 10, 65 * time.Minute, "due at +1h05m, in the provider outage: the lane pauses, attempts are given back"},
 }
 
 // The provider is down (connection refused) during this part of the demo.
@@ -114,7 +116,7 @@ func openDemo(ctx context.Context, e *env, dbURL string, speed float64) (*demo, 
 		return nil, err
 	}
 	d := &demo{e: e, db: db, lane: queue.Lane{Name: "demo", Table: "mail_demo", RecipientLimit: queue.NoLimit},
-		clock: queue.NewScaledClock(speed), ids: map[string][]int64{}}
+		clock: newScaledClock(speed), ids: map[string][]int64{}}
 	if err := queue.Migrate(ctx, db, d.lane.Table); err != nil {
 		db.Close()
 		return nil, err
@@ -176,19 +178,22 @@ func (d *demo) run(ctx context.Context, length time.Duration) (sends, refused in
 	defer provider.Close()
 	w, err := queue.NewWorker(d.q, provider, &queue.WorkerOptions{
 		// Leases are measured on the demo clock but sends take real time:
-		// at 1500× a 300 ms timeout step is 7.5 minutes of demo time.
-		ID: "demo", Batch: 20, Concurrency: 8, PollInterval: time.Minute, LeaseMargin: 24 * time.Hour,
+		// at 1500× a 300 ms timeout step is 7.5 minutes of demo time, and
+		// the rescuer's default 5s would be 3 ms.
+		ID: "demo", Batch: 20, Concurrency: 8, PollInterval: time.Minute, LeaseMargin: 24 * time.Hour, RescueInterval: 10 * time.Minute,
 		CleanupInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return 0, 0, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(runCtx) }()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
 	err = d.progress(ctx, start, start.Add(length), func() int { return tr.Attempts() + down.Attempts() })
 	stop()
-	<-done
+	if runErr := <-done; err == nil {
+		err = runErr
+	}
 	if err == nil {
 		err = ctx.Err()
 	}

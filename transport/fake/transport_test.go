@@ -109,6 +109,19 @@ func TestRecords(t *testing.T) {
 	assert.NoError(t, err, "first Send after Reset: want the script's first step (ok)")
 }
 
+func TestDiscardKeepsNoCopies(t *testing.T) {
+	tr := New(&Options{Script: []string{"ok", "550", "ok"}, Discard: true})
+	for range 3 {
+		_, _ = tr.Send(context.Background(), testMessage("rcpt@example.net"))
+	}
+	if n := tr.Attempts(); n != 3 {
+		t.Errorf("Attempts() = %d, want 3", n)
+	}
+	if len(tr.Messages()) != 0 || len(tr.Sent()) != 0 {
+		t.Errorf("Discard kept %d messages and %d sent, want none", len(tr.Messages()), len(tr.Sent()))
+	}
+}
+
 func TestFailuresBeforeAnAttempt(t *testing.T) {
 	t.Parallel()
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -208,4 +221,21 @@ func TestConcurrentSendsConsumeTheScriptOnce(t *testing.T) {
 	assert.Equal(t, map[transport.Kind]int{transport.Sent: 50, transport.Permanent: 50}, kinds, "kinds")
 	assert.Equal(t, 100, tr.Attempts(), "attempts")
 	assert.Len(t, tr.Sent(), 50, "sent")
+}
+
+func TestPanicStep(t *testing.T) {
+	tr := New(&Options{Recipient: true})
+	if _, err := tr.Send(context.Background(), testMessage("rcpt@example.net")); err != nil {
+		t.Fatalf("untagged recipient: %v", err)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "panic step") {
+			t.Errorf("recovered %v, want the panic step's panic", r)
+		}
+		if tr.Attempts() != 2 {
+			t.Errorf("Attempts = %d, want 2 (the panicking send reached its step)", tr.Attempts())
+		}
+	}()
+	_, _ = tr.Send(context.Background(), testMessage("poison+panic@example.net"))
+	t.Error("Send returned; want a panic")
 }
