@@ -32,11 +32,11 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 	jobs, err := w.q.claim(ctx, token, limit, w.opts.LeaseMargin)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.storeFailed(err)
+			w.storeFailed(&w.claims, err)
 		}
 		return 0, nil, err
 	}
-	w.health.ok()
+	w.claims.ok()
 	if len(jobs) == 0 {
 		return 0, nil, nil
 	}
@@ -159,10 +159,10 @@ func (w *Worker) record(token string, updates []rowUpdate) error {
 	defer cancel()
 	applied, err := w.q.complete(ctx, token, updates)
 	if err != nil {
-		w.storeFailed(err)
+		w.storeFailed(&w.writes, err)
 		return err
 	}
-	w.health.ok()
+	w.writes.ok()
 	w.leases.drop(token, updates)
 	if stale := len(updates) - applied; stale > 0 {
 		w.log.Warn("outcomes rejected: the lease was taken over by another worker", "rows", stale, "token", token)
