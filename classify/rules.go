@@ -14,33 +14,53 @@ type replyFacts struct {
 	low  string   // the text, lower case, on one line
 }
 
+// scope is what a rule says a reply is about.
+type scope uint8
+
+const (
+	either    scope = iota // the reply's own words tell (aboutRecipient)
+	lane                   // our account, credentials, sender or setup
+	recipient              // the recipient's account or mailbox
+)
+
 // smtpRule is one row of the SMTP decision table (see the package
-// documentation). lane rules blame the lane (our account, credentials,
-// sender or setup): their errors never have Recipient set.
+// documentation).
 type smtpRule struct {
 	name  string
 	kind  transport.Kind
-	lane  bool
+	scope scope
 	match func(r *replyFacts) bool
+}
+
+// recipient reports whether the reply r, decided by rule, concerns one
+// recipient.
+func (rule *smtpRule) recipient(r *replyFacts) bool {
+	switch rule.scope {
+	case lane:
+		return false
+	case recipient:
+		return true
+	}
+	return aboutRecipient(r)
 }
 
 // smtpRules is the SMTP decision table, in order: the first rule that
 // matches decides.
 var smtpRules = []smtpRule{
-	{"smtp-our-account", transport.Connection, true, ourAccount},
-	{"smtp-4xx", transport.Temporary, false, func(r *replyFacts) bool { return r.code < 500 }},
-	{"smtp-auth", transport.Connection, true, authFailure},
-	{"smtp-encryption", transport.Connection, true, encryptionRequired},
-	{"smtp-sender", transport.Connection, true, senderRejected},
-	{"smtp-helo", transport.Connection, true, func(r *replyFacts) bool { return heloText.MatchString(r.low) }},
-	{"smtp-relay", transport.Connection, true, func(r *replyFacts) bool { return relayDenied.MatchString(r.low) }},
-	{"smtp-recipient-disabled", transport.Permanent, false, recipientDisabled},
-	{"smtp-quota-temporary", transport.Temporary, false, func(r *replyFacts) bool { return mailboxFull(r) && temporaryQuota.MatchString(r.low) }},
-	{"smtp-mailbox-full", transport.Permanent, false, mailboxFull},
-	{"smtp-routing", transport.Permanent, false, func(r *replyFacts) bool { return r.enh.subject == 4 && r.enh.code != "" }},
-	{"smtp-passing", transport.Temporary, false, passing},
-	{"smtp-recipient", transport.Permanent, false, aboutRecipient},
-	{"smtp-5xx", transport.Permanent, false, func(*replyFacts) bool { return true }},
+	{"smtp-our-account", transport.Connection, lane, ourAccount},
+	{"smtp-4xx", transport.Temporary, either, func(r *replyFacts) bool { return r.code < 500 }},
+	{"smtp-auth", transport.Connection, lane, authFailure},
+	{"smtp-encryption", transport.Connection, lane, encryptionRequired},
+	{"smtp-sender", transport.Connection, lane, senderRejected},
+	{"smtp-helo", transport.Connection, lane, func(r *replyFacts) bool { return heloText.MatchString(r.low) }},
+	{"smtp-relay", transport.Connection, lane, func(r *replyFacts) bool { return relayDenied.MatchString(r.low) }},
+	{"smtp-recipient-disabled", transport.Permanent, recipient, recipientDisabled},
+	{"smtp-quota-temporary", transport.Temporary, recipient, func(r *replyFacts) bool { return mailboxFull(r) && temporaryQuota.MatchString(r.low) }},
+	{"smtp-mailbox-full", transport.Permanent, recipient, mailboxFull},
+	{"smtp-routing", transport.Permanent, either, func(r *replyFacts) bool { return r.enh.subject == 4 && r.enh.code != "" }},
+	{"smtp-passing", transport.Temporary, either, passing},
+	{"smtp-recipient", transport.Permanent, recipient, aboutRecipient},
+	{"smtp-5xx", transport.Permanent, either, func(*replyFacts) bool { return true }},
 }
 
 // decide returns the first rule of smtpRules that matches r.
@@ -195,7 +215,7 @@ func passing(r *replyFacts) bool {
 
 // recipientText matches replies that name the recipient: its address, its
 // mailbox, its user.
-var recipientText = regexp.MustCompile(`recipient|mailbox|addressee|\buser\b|account that you tried|no such (user|address)|does ?n[o']t (exist|have)|not exist|unknown (user|address)|invalid (user|address)|address rejected`)
+var recipientText = regexp.MustCompile(`recipient|mailbox|addressee|\buser\b|account that you tried|no such (user|address)|(does|dos) ?n[o']t (exist|have)|not exist|\brcpt\b|unknown (user|address)|invalid (user|address)|address rejected`)
 
 // aboutRecipient reports whether a reply concerns the recipient: an x.1.x
 // code other than the sender's x.1.7 and x.1.8, an x.2.x (mailbox) code,

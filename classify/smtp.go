@@ -59,7 +59,7 @@ func SMTP(code int, enhanced, text string) error {
 		Code:       code,
 		Enhanced:   enh.code,
 		RetryAfter: textRetryAfter(full),
-		Recipient:  !rule.lane && aboutRecipient(&facts),
+		Recipient:  rule.recipient(&facts),
 		Rule:       rule.name,
 		Detail:     cleanDetail(full),
 	}
