@@ -69,7 +69,7 @@ func (t *Transport) ready(ctx context.Context, m *transport.Message) error {
 		return closedError()
 	}
 	if err := m.Validate(); err != nil {
-		return &transport.Error{Kind: transport.Permanent, Err: err}
+		return &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Err: err}
 	}
 	if ctx.Err() != nil {
 		return classify.Error(opError("dial", ctxNetError(ctx)))
@@ -120,7 +120,7 @@ func opError(op string, err error) error {
 }
 
 func closedError() error {
-	return &transport.Error{Kind: transport.Connection, Err: ErrClosed}
+	return &transport.Error{Kind: transport.Connection, Rule: "transport-closed", Err: ErrClosed}
 }
 
 // response is the acceptance text of an accepting fixture: the reply after

@@ -40,6 +40,15 @@ func outcome(resp *rest.Response, key string) (transport.Receipt, error) {
 	return transport.Receipt{}, te
 }
 
+// Classify classifies an error answer of SendGrid's v3 mail send API, as
+// Send does, from its HTTP status and body. It is for explaining a recorded
+// answer (the mailspool classify command); retry hints from headers are not
+// known.
+func Classify(status int, body string) error {
+	_, err := outcome(&rest.Response{StatusCode: status, Body: body, Headers: map[string][]string{}}, "")
+	return err
+}
+
 // statusError is classify's reading of a non-2xx answer as a
 // *transport.Error that outcome may refine.
 func statusError(status int, h http.Header, body string) *transport.Error {
@@ -50,7 +59,7 @@ func statusError(status int, h http.Header, body string) *transport.Error {
 	}
 	// classify sees no failure in a 3xx, but redirects are not followed:
 	// the endpoint is not the API, a setup problem.
-	return &transport.Error{Kind: transport.Connection, Code: status, Detail: "unexpected answer " + strconv.Itoa(status) + " from the endpoint"}
+	return &transport.Error{Kind: transport.Connection, Code: status, Rule: "http-redirect", Detail: "unexpected answer " + strconv.Itoa(status) + " from the endpoint"}
 }
 
 // apiErrors is SendGrid's v3 error body.

@@ -3,6 +3,11 @@ package sendgrid
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
 func TestErrorDetail(t *testing.T) {
@@ -36,4 +41,17 @@ func TestCleanCutsOnARuneBoundary(t *testing.T) {
 	if !strings.HasPrefix(got, "éé") || strings.ContainsRune(got, '\uFFFD') {
 		t.Errorf("clean cut inside a rune: %q", got)
 	}
+}
+
+// TestClassifyUnverifiedSender: the v3 API's answer for a from address that
+// is not a verified Sender Identity (message as recorded in
+// github.com/sendgrid/sendgrid-nodejs issue 1088) is our setup, not the mail.
+func TestClassifyUnverifiedSender(t *testing.T) {
+	body := `{"errors":[{"message":"The from address does not match a verified Sender Identity. Mail cannot be sent until this error is resolved. Visit https://sendgrid.com/docs/for-developers/sending-email/sender-identity/ to see the Sender Identity requirements","field":"from","help":null}]}`
+	var te *transport.Error
+	require.ErrorAs(t, Classify(403, body), &te)
+	assert.Equal(t, transport.Connection, te.Kind)
+	assert.Equal(t, "http-setup", te.Rule)
+	assert.Contains(t, te.Detail, "verified Sender Identity (from)")
+	require.NoError(t, Classify(202, ""))
 }

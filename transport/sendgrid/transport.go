@@ -42,11 +42,11 @@ func newTransport(key, base string, timeout time.Duration) *Transport {
 // Permanent and never reaches the wire.
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 	if t.closed.Load() {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Err: ErrClosed}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Rule: "transport-closed", Err: ErrClosed}
 	}
 	body, err := requestBody(m)
 	if err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Err: err}
 	}
 	r := sendgrid.GetRequest(t.key, sendPath, t.base)
 	r.Method = rest.Post // GetRequest leaves it empty, which would be a GET
