@@ -52,6 +52,6 @@ func TestClassifyUnverifiedSender(t *testing.T) {
 	require.ErrorAs(t, Classify(403, body), &te)
 	assert.Equal(t, transport.Connection, te.Kind)
 	assert.Equal(t, "http-setup", te.Rule)
-	assert.Contains(t, te.Detail, "verified Sender Identity (from)")
+	assert.Contains(t, te.Detail, "does not match a verified Sender Identity")
 	require.NoError(t, Classify(202, ""))
 }

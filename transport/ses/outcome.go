@@ -3,8 +3,8 @@ package ses
 import (
 	"errors"
 	"net/http"
-	"strings"
 	"regexp"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
