@@ -381,7 +381,7 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	defer cancel()
 	receipt, err := w.tr.Send(ctx, &j.msg)
 	now := w.q.clock.Now()
-	streak, recovered := w.brk.record(transport.KindOf(err), now)
+	streak, recovered := w.brk.record(laneFailure(err), now)
 	if recovered {
 		w.resumeAfterOutage()
 	}
