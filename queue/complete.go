@@ -63,6 +63,7 @@ func (q *Queue) completeChunk(ctx context.Context, token string, ups []rowUpdate
 	setCase("provider_id", func(u *rowUpdate) bool { return u.status == StatusSent }, func(u *rowUpdate) any { return u.providerID })
 	setCase("last_code", failed, func(u *rowUpdate) any { return u.lastCode })
 	setCase("last_error", failed, func(u *rowUpdate) any { return u.lastError })
+	setCase("last_rule", failed, func(u *rowUpdate) any { return u.lastRule })
 
 	b.WriteString(` WHERE id IN (` + placeholders(len(ups)) + `) AND status = 1 AND locked_by = ?`)
 	for _, u := range ups {

@@ -16,6 +16,9 @@ const kindExpired = "expired"
 // maxLastError is the size of the last_error column.
 const maxLastError = 512
 
+// maxLastRule is the size of the last_rule column.
+const maxLastRule = 80
+
 // job is one claimed row: what a worker sends and the lease it holds.
 type job struct {
 	id             int64
@@ -36,6 +39,7 @@ type rowUpdate struct {
 	sentAt         int64 // unix ms, 0 unless sent
 	lastKind       string
 	lastCode       int
+	lastRule       string // the classification rule that decided the failure
 	lastError      string
 	providerID     string
 	maybeDelivered bool
@@ -56,7 +60,7 @@ func (p RetryPolicy) outcome(j *job, receipt transport.Receipt, err error, now t
 	var te *transport.Error
 	var retryAfter time.Duration
 	if errors.As(err, &te) {
-		u.lastCode = te.Code
+		u.lastCode, u.lastRule = te.Code, truncate(te.Rule, maxLastRule)
 		u.maybeDelivered = u.maybeDelivered || te.MaybeDelivered
 		retryAfter = te.RetryAfter
 	}

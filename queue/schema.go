@@ -53,6 +53,13 @@ type migration struct {
 	version int
 	mysql   []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name
 	sqlite  []string
+	columns []column // added to the lane table unless already there
+}
+
+// column is a column a migration adds to the lane table, with its
+// definition in each dialect.
+type column struct {
+	name, mysql, sqlite string
 }
 
 var migrations = []migration{{
@@ -138,6 +145,13 @@ var migrations = []migration{{
   PRIMARY KEY (lkey, window_start)
 )`,
 		`CREATE INDEX IF NOT EXISTS "%[3]s_limits_idx_window" ON %[2]s (window_start)`},
+}, {
+	// last_rule names the classification rule that decided the last
+	// failure (classify's built-in rule or "operator:NAME").
+	version: 3,
+	columns: []column{{name: "last_rule",
+		mysql:  "VARCHAR(80) CHARACTER SET ascii NOT NULL DEFAULT ''",
+		sqlite: "TEXT NOT NULL DEFAULT ''"}},
 }}
 
 // SchemaVersion is the schema version Migrate brings a lane table to.
@@ -194,6 +208,11 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) erro
 				return fmt.Errorf("queue: migrate %s to version %d: %w", table, m.version, err)
 			}
 		}
+		for _, c := range m.columns {
+			if err := addColumn(ctx, db, d, table, c); err != nil {
+				return fmt.Errorf("queue: migrate %s to version %d: %w", table, m.version, err)
+			}
+		}
 		var upsert string
 		if d.sqlite {
 			upsert = `INSERT INTO ` + d.quote(schemaTable) + ` (tbl, version, applied_at) VALUES (?, ?, ?) ON CONFLICT (tbl) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`
@@ -203,6 +222,32 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) erro
 		if _, err := db.ExecContext(ctx, upsert, table, m.version, time.Now().UnixMilli()); err != nil {
 			return fmt.Errorf("queue: migrate: recording version %d of %s: %w", m.version, table, err)
 		}
+	}
+	return nil
+}
+
+// addColumn adds c to table unless it is there already (a re-run after an
+// interruption): neither MySQL nor SQLite has ADD COLUMN IF NOT EXISTS.
+func addColumn(ctx context.Context, db *sql.DB, d dialect, table string, c column) error {
+	var n int
+	var err error
+	if d.sqlite {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, table, c.name).Scan(&n)
+	} else {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?`, table, c.name).Scan(&n)
+	}
+	if err != nil {
+		return fmt.Errorf("looking for column %s: %w", c.name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	def := c.mysql
+	if d.sqlite {
+		def = c.sqlite
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE `+d.quote(table)+` ADD COLUMN `+c.name+` `+def); err != nil {
+		return fmt.Errorf("adding column %s: %w", c.name, err)
 	}
 	return nil
 }

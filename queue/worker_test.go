@@ -312,7 +312,7 @@ func TestRecipientRejectionsNeverOpenTheBreaker(t *testing.T) {
 		// the kind that feeds the breaker (as an operator's rule may).
 		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 			return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Code: 550, Enhanced: "5.2.1", Recipient: true,
-				Detail: "The email account that you tried to reach is disabled."}
+				Rule: "operator:disabled-is-ours", Detail: "The email account that you tried to reach is disabled."}
 		})
 		w, err := NewWorker(q, tr, &WorkerOptions{Batch: 20, Concurrency: 1, Logger: quietLogger()})
 		require.NoError(t, err)
@@ -326,6 +326,9 @@ func TestRecipientRejectionsNeverOpenTheBreaker(t *testing.T) {
 		pause, limit := w.brk.state(clock.Now(), 20)
 		assert.Equal(t, time.Duration(0), pause, "the breaker stayed closed")
 		assert.Equal(t, 20, limit)
+		row, err := q.Row(ctx, 1)
+		require.NoError(t, err)
+		assert.Equal(t, "operator:disabled-is-ours", row.LastRule, "the rule that decided is stored with the row")
 
 		// A lane-level failure still counts: three in a row open it.
 		for range 3 {

@@ -53,6 +53,9 @@ func runShow(ctx context.Context, e *env, args []string) error {
 	case r.LastKind != "":
 		fmt.Fprintf(e.stdout, "  last outcome %s %d: %s\n", r.LastKind, r.LastCode, r.LastError)
 	}
+	if r.LastRule != "" {
+		fmt.Fprintf(e.stdout, "  decided by   rule %s   (mailspool classify explains a reply)\n", r.LastRule)
+	}
 	if r.MaybeDelivered {
 		fmt.Fprintln(e.stdout, "  note         an earlier attempt may have been delivered (dropped after the data was sent)")
 	}
