@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/mail"
 
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
 )
@@ -47,6 +48,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		return usageError{fmt.Sprintf("--to %q: %v", *to, err)}
 	}
 	u := *rawURL
+	var rules *classify.Rules
 	if u == "" {
 		cfg, err := loadConfig(sf.config, "")
 		if err != nil {
@@ -56,13 +58,14 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		u = l.Transport
+		u, rules = l.Transport, l.Rules
 	}
 	tr, err := openTransport(ctx, u)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
+	tr = rules.Transport(tr)
 	msg := &transport.Message{
 		From: *fromAddr, To: *toAddr, Subject: *subject,
 		Text: "This is a test mail sent by mailspool send-test through " + transport.Redact(u) + ".\n",

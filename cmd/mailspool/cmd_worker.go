@@ -49,6 +49,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
 		}
 		defer tr.Close()
+		tr = l.Rules.Transport(tr) // the operator's rules before the built-in table
 		opts := l.Worker
 		opts.Logger = log
 		if *maxMessages >= 0 {

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/transport"
 )
 
 // DefaultDatabase is the database used when neither --db, the config file
@@ -36,6 +38,15 @@ const DefaultTransport = "fake://"
 //	transport = "ses://default?region=eu-west-1"
 //	recipient_limit = "off"
 //
+//	# Operator classification rules of a lane, tried in order before the
+//	# built-in table (see package classify); the first match decides.
+//	[[lanes.transactional.rules]]
+//	name        = "acme-quota"
+//	code        = 552
+//	text        = "quota.*tomorrow"
+//	kind        = "temporary"
+//	retry_after = "24h"
+//
 // Secrets belong in the environment: MAILSPOOL_DATABASE replaces database,
 // MAILSPOOL_LANE_<NAME>_TRANSPORT replaces a lane's transport (NAME upper
 // case, other characters as _), and adapters read their own variables
@@ -46,24 +57,36 @@ type fileConfig struct {
 }
 
 type laneConfig struct {
-	Table              string   `toml:"table"`
-	Transport          string   `toml:"transport"`
-	RecipientLimit     string   `toml:"recipient_limit"`
-	IPLimit            string   `toml:"ip_limit"`
-	MaxSize            int      `toml:"max_size"`
-	MaxAttempts        int      `toml:"max_attempts"`
-	RetrySchedule      []string `toml:"retry_schedule"`
-	ConnectionSchedule []string `toml:"connection_schedule"`
-	BreakerThreshold   int      `toml:"breaker_threshold"`
-	Batch              int      `toml:"batch"`
-	Concurrency        int      `toml:"concurrency"`
-	SendTimeout        string   `toml:"send_timeout"`
-	PollInterval       string   `toml:"poll_interval"`
-	MaxMessages        int      `toml:"max_messages"`
-	ShutdownTimeout    string   `toml:"shutdown_timeout"`
-	CleanupInterval    string   `toml:"cleanup_interval"`
-	KeepSent           string   `toml:"keep_sent"`
-	KeepFailed         string   `toml:"keep_failed"`
+	Table              string       `toml:"table"`
+	Transport          string       `toml:"transport"`
+	RecipientLimit     string       `toml:"recipient_limit"`
+	IPLimit            string       `toml:"ip_limit"`
+	MaxSize            int          `toml:"max_size"`
+	MaxAttempts        int          `toml:"max_attempts"`
+	RetrySchedule      []string     `toml:"retry_schedule"`
+	ConnectionSchedule []string     `toml:"connection_schedule"`
+	BreakerThreshold   int          `toml:"breaker_threshold"`
+	Batch              int          `toml:"batch"`
+	Concurrency        int          `toml:"concurrency"`
+	SendTimeout        string       `toml:"send_timeout"`
+	PollInterval       string       `toml:"poll_interval"`
+	MaxMessages        int          `toml:"max_messages"`
+	ShutdownTimeout    string       `toml:"shutdown_timeout"`
+	CleanupInterval    string       `toml:"cleanup_interval"`
+	KeepSent           string       `toml:"keep_sent"`
+	KeepFailed         string       `toml:"keep_failed"`
+	Rules              []ruleConfig `toml:"rules"`
+}
+
+// ruleConfig is one [[lanes.NAME.rules]] entry: a classify.Rule.
+type ruleConfig struct {
+	Name       string `toml:"name"`
+	Code       int    `toml:"code"`
+	Enhanced   string `toml:"enhanced"`
+	Text       string `toml:"text"`
+	Error      string `toml:"error"`
+	Kind       string `toml:"kind"`
+	RetryAfter string `toml:"retry_after"`
 }
 
 // config is the validated configuration.
@@ -76,6 +99,7 @@ type config struct {
 type laneSetup struct {
 	Lane      queue.Lane
 	Transport string
+	Rules     *classify.Rules // the operator's classification rules (may be empty)
 	Worker    queue.WorkerOptions
 }
 
@@ -191,12 +215,43 @@ func buildLane(name string, lc laneConfig) (laneSetup, error) {
 		}
 	}
 	ls.Worker = w
+	if ls.Rules, err = buildRules(lc.Rules); err != nil {
+		return fail("rules", err)
+	}
 	// Let the queue and worker check the rest now, so a bad value is
 	// reported with its key before anything runs.
 	if err := checkLane(ls); err != nil {
 		return fail("", err)
 	}
 	return ls, nil
+}
+
+// buildRules turns a lane's [[rules]] into classify.Rules; errors name
+// the rule.
+func buildRules(rcs []ruleConfig) (*classify.Rules, error) {
+	rules := make([]classify.Rule, len(rcs))
+	for i, rc := range rcs {
+		name := rc.Name
+		if name == "" {
+			name = fmt.Sprintf("#%d", i+1)
+		}
+		kind, err := transport.ParseKind(rc.Kind)
+		if err != nil {
+			return nil, fmt.Errorf("rule %s: kind %q: want temporary, permanent or connection", name, rc.Kind)
+		}
+		r := classify.Rule{Name: rc.Name, Code: rc.Code, Enhanced: rc.Enhanced, Text: rc.Text, Error: rc.Error, Kind: kind}
+		if rc.RetryAfter != "" {
+			if r.RetryAfter, err = parseDuration(rc.RetryAfter); err != nil {
+				return nil, fmt.Errorf("rule %s: retry_after: %w", name, err)
+			}
+		}
+		rules[i] = r
+	}
+	rs, err := classify.NewRules(rules)
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "classify: "))
+	}
+	return rs, nil
 }
 
 // checkLane runs the queue's own validation of the lane and worker options.
