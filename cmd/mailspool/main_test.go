@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailspool/mailspool/queue"
 )
 
 // mailspool runs one command line in-process and returns its exit code and
@@ -34,11 +37,16 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		"[lanes.tx]\ntransport = \"fake://\"\ntrasnport = \"x\"\n":                "unknown key lanes.tx.trasnport",
 		"[lanes.tx]\ntransport = \"fake://\"\nrecipient_limit = \"3 per hour\"\n": "lanes.tx.recipient_limit",
 		"[lanes.tx]\n": "lanes.tx.transport: missing",
-		"[lanes.a]\ntransport = \"fake://\"\n[lanes.b]\ntransport = \"fake://\"\n":   "lanes.b.table",
-		"[lanes.tx]\ntransport = \"fake://\"\nretry_schedule = [\"2m\", \"soon\"]\n": "lanes.tx.retry_schedule",
-		"[lanes.tx]\ntransport = \"fake://\"\nsend_timeout = \"-1s\"\n":              "lanes.tx.send_timeout",
-		"[lanes.Bad]\ntransport = \"fake://\"\n":                                     "lanes.Bad",
-		"database = 5\n":                                                             "database",
+		"[lanes.a]\ntransport = \"fake://\"\n[lanes.b]\ntransport = \"fake://\"\n":                                                          "lanes.b.table",
+		"[lanes.tx]\ntransport = \"fake://\"\nretry_schedule = [\"2m\", \"soon\"]\n":                                                        "lanes.tx.retry_schedule",
+		"[lanes.tx]\ntransport = \"fake://\"\nsend_timeout = \"-1s\"\n":                                                                     "lanes.tx.send_timeout",
+		"[lanes.Bad]\ntransport = \"fake://\"\n":                                                                                            "lanes.Bad",
+		"database = 5\n":                                                                                                                    "database",
+		"[lanes.tx]\ntransport = \"fake://\"\n[[lanes.tx.rules]]\nname = \"mine\"\ncode = 550\nkind = \"sent\"\n":                           "lanes.tx.rules: rule mine: kind sent",
+		"[lanes.tx]\ntransport = \"fake://\"\n[[lanes.tx.rules]]\nname = \"re\"\ntext = \"(\"\nkind = \"permanent\"\n":                      `lanes.tx.rules: rule re: text "("`,
+		"[lanes.tx]\ntransport = \"fake://\"\n[[lanes.tx.rules]]\nname = \"k\"\ncode = 550\nkind = \"fatal\"\n":                             `lanes.tx.rules: rule k: kind "fatal"`,
+		"[lanes.tx]\ntransport = \"fake://\"\n[[lanes.tx.rules]]\nname = \"w\"\ncode = 421\nkind = \"temporary\"\nretry_after = \"soon\"\n": "lanes.tx.rules: rule w: retry_after",
+		"[lanes.tx]\ntransport = \"fake://\"\n[[lanes.tx.rules]]\nnmae = \"typo\"\n":                                                        "unknown key lanes.tx.rules.nmae",
 	}
 	for content, want := range cases {
 		path := writeFile(t, "mailspool.toml", content)
@@ -58,7 +66,7 @@ recipient_limit = "2/1h"
 `)
 	code, out, stderr := mailspool(t, "migrate", "--db", db, "--config", cfg)
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, out, "schema version 1")
+	assert.Contains(t, out, fmt.Sprintf("schema version %d", queue.SchemaVersion()))
 
 	code, out, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--json",
 		"--from", "Shop <noreply@shop.example>", "--to", "ann@example.com", "--subject", "Grüße", "--text", "hi",
@@ -110,6 +118,7 @@ recipient_limit = "2/1h"
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "status       failed, 1 of 5 attempts")
 	assert.Contains(t, out, "last outcome permanent 550: permanent: 550 5.1.1")
+	assert.Contains(t, out, "decided by   rule smtp-recipient", "show says which rule failed the mail")
 	code, _, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "99")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "no such mail: id 99")
