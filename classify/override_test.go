@@ -115,3 +115,14 @@ func TestExplain(t *testing.T) {
 		names[r.name] = true
 	}
 }
+
+func TestAmbiguousReplyIsAboutTheRecipient(t *testing.T) {
+	te := asError(SMTPReply("554 5.7.1 <bob@example.org>: Recipient address rejected: Authentication required"))
+	require.NotNil(t, te)
+	assert.Equal(t, "smtp-ambiguous", te.Rule)
+	assert.True(t, te.Recipient)
+	// Exchange's relay refusal mentions a recipient but does not reject one.
+	te = asError(SMTPReply("550 5.7.54 SMTP; Unable to relay recipient in non-accepted domain"))
+	assert.Equal(t, "smtp-relay", te.Rule)
+	assert.False(t, te.Recipient)
+}

@@ -63,12 +63,28 @@ var smtpRules = []smtpRule{
 	{"smtp-5xx", transport.Permanent, either, func(*replyFacts) bool { return true }},
 }
 
+// ambiguous decides a 5xx that a lane rule matches but that names the
+// recipient ("<bob@example.org>: Recipient address rejected: Authentication
+// required"): it may be either, and neither reading may win outright — a
+// lane-level reading must not pause the lane for one recipient, a
+// recipient reading must not destroy a good mail. Temporary, about the
+// recipient.
+var ambiguous = smtpRule{"smtp-ambiguous", transport.Temporary, recipient, nil}
+
+// namesRecipient matches the words by which a reply rejects one recipient.
+var namesRecipient = regexp.MustCompile(`recipient address rejected|user unknown|unknown user|no such user|mailbox (unavailable|not found|full)`)
+
 // decide returns the first rule of smtpRules that matches r.
 func decide(r *replyFacts) *smtpRule {
 	for i := range smtpRules {
-		if smtpRules[i].match(r) {
-			return &smtpRules[i]
+		rule := &smtpRules[i]
+		if !rule.match(r) {
+			continue
 		}
+		if rule.scope == lane && r.code >= 500 && namesRecipient.MatchString(r.low) {
+			return &ambiguous
+		}
+		return rule
 	}
 	panic("classify: the smtp-5xx rule matches every reply")
 }

@@ -106,6 +106,11 @@ var smtpReplies = []struct {
 	{"550 your account suspended", "550 5.7.0 Your account has been suspended for abuse", want{connection, 550, "5.7.0", 0, ""}},
 	{"550 sender not verified", "550 5.7.1 Sender address not verified", want{connection, 550, "5.7.1", 0, ""}},
 
+	// A lane rule's words in a reply that names the recipient: neither
+	// Permanent (it may be our login) nor Connection (it may be one
+	// recipient).
+	{"recipient rejected for want of auth", "554 5.7.1 <bob@example.org>: Recipient address rejected: Authentication required", want{temporary, 554, "5.7.1", 0, ""}},
+
 	// 5xx that say the condition passes.
 	{"550 too many connections", "550 5.7.1 Too many connections from your host", want{temporary, 550, "5.7.1", 0, ""}},
 	{"554 throttled", "554 5.7.1 Message throttled, slow down", want{temporary, 554, "5.7.1", 0, ""}},
