@@ -4,8 +4,8 @@ import (
 	"errors"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -60,7 +60,7 @@ func (p RetryPolicy) outcome(j *job, receipt transport.Receipt, err error, now t
 	var te *transport.Error
 	var retryAfter time.Duration
 	if errors.As(err, &te) {
-		u.lastCode, u.lastRule = te.Code, truncate(te.Rule, maxLastRule)
+		u.lastCode, u.lastRule = te.Code, textclip.Prefix(te.Rule, maxLastRule)
 		u.maybeDelivered = u.maybeDelivered || te.MaybeDelivered
 		retryAfter = te.RetryAfter
 	}
@@ -94,7 +94,7 @@ func (p RetryPolicy) outcome(j *job, receipt transport.Receipt, err error, now t
 	if j.notAfter != 0 && u.nextRun > j.notAfter {
 		u.status, u.nextRun = StatusFailed, nowMS
 		u.lastKind = kindExpired
-		u.lastError = truncate("expired: the next try would be after the not-after deadline; last error: "+u.lastError, maxLastError)
+		u.lastError = textclip.Prefix("expired: the next try would be after the not-after deadline; last error: "+u.lastError, maxLastError)
 	}
 	return u
 }
@@ -128,16 +128,5 @@ func lastError(err error) string {
 		}
 		return r
 	}, err.Error())
-	return truncate(s, maxLastError)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
+	return textclip.Prefix(s, maxLastError)
 }

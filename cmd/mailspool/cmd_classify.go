@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/transport/sendgrid"
 	"github.com/mailspool/mailspool/transport/ses"
 )
@@ -34,7 +35,7 @@ const classifyArgs = "[--config FILE] [--lane NAME] [--transport smtp|ses|sendgr
 // rule (the lane's own or the built-in one) that decided it.
 func runClassify(_ context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "classify", classifyArgs)
-	config := fs.String("config", "", "TOML config file; the lane's rules and transport are used")
+	configPath := fs.String("config", "", "TOML config file; the lane's rules and transport are used")
 	lane := fs.String("lane", "", "use this lane's classification rules (default: the only lane of --config, or none)")
 	kind := fs.String("transport", "", "how the reply arrived: smtp (a reply or an error text), ses (\"[STATUS] Code: message\") or sendgrid (\"STATUS BODY\"); default: the lane's, else smtp")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -50,8 +51,8 @@ func runClassify(_ context.Context, e *env, args []string) error {
 	text := fs.Arg(0)
 	var rules *classify.Rules
 	laneName := ""
-	if *config != "" || *lane != "" {
-		cfg, err := loadConfig(*config, "")
+	if *configPath != "" || *lane != "" {
+		cfg, err := config.Load(*configPath, "")
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"net/mail"
 
 	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
 )
@@ -50,7 +51,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 	u := *rawURL
 	var rules *classify.Rules
 	if u == "" {
-		cfg, err := loadConfig(sf.config, "")
+		cfg, err := config.Load(sf.config, "")
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,176 @@
+package config_test
+
+import (
+	"context"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "mailspool.toml")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+func TestLoad(t *testing.T) {
+	t.Setenv("MAILSPOOL_DATABASE", "")
+	t.Setenv("MAILSPOOL_LANE_BULK_MAIL_TRANSPORT", "fake://?script=ok")
+	path := writeConfig(t, `
+database = "sqlite:file.db"
+
+[lanes.tx]
+transport = "fake://"
+recipient_limit = "off"
+retry_schedule = ["1m", "2d"]
+keep_sent = "7d"
+
+[lanes.bulk-mail]
+table = "mail_bulk"
+transport = "smtp://example.com"
+batch = 20
+`)
+	cfg, err := config.Load(path, "")
+	require.NoError(t, err)
+	assert.Equal(t, "sqlite:file.db", cfg.Database)
+	require.Len(t, cfg.Lanes, 2)
+	bulk, tx := cfg.Lanes[0], cfg.Lanes[1]
+	assert.Equal(t, "bulk-mail", bulk.Lane.Name)
+	assert.Equal(t, "mail_bulk", bulk.Lane.Table)
+	assert.Equal(t, "fake://?script=ok", bulk.Transport, "the environment replaces the file's transport")
+	assert.Equal(t, 20, bulk.Worker.Batch)
+	assert.Equal(t, queue.DefaultTable, tx.Lane.Table)
+	assert.Equal(t, queue.NoLimit, tx.Lane.RecipientLimit)
+	assert.Equal(t, []time.Duration{time.Minute, 48 * time.Hour}, tx.Lane.Retry.Schedule)
+	assert.Equal(t, 7*24*time.Hour, tx.Worker.Retention.Sent)
+	assert.Equal(t, []string{"mail_bulk", "mail_queue"}, config.Tables(cfg.Lanes))
+
+	cfg, err = config.Load(path, "sqlite:other.db")
+	require.NoError(t, err)
+	assert.Equal(t, "sqlite:other.db", cfg.Database, "the database argument wins")
+
+	one, err := cfg.Pick("tx")
+	require.NoError(t, err)
+	assert.Equal(t, "tx", one[0].Lane.Name)
+	_, err = cfg.Pick("nope")
+	assert.ErrorContains(t, err, `no lane "nope" (lanes: bulk-mail, tx)`)
+
+	cfg, err = config.Load("", "")
+	require.NoError(t, err)
+	assert.Equal(t, config.DefaultDatabase, cfg.Database)
+	require.Len(t, cfg.Lanes, 1)
+	assert.Equal(t, config.DefaultTransport, cfg.Lanes[0].Transport)
+}
+
+// The queue's own limits are the config's: what New or NewWorker would
+// refuse, Load refuses, naming the lane.
+func TestLoadUsesTheQueuesValidation(t *testing.T) {
+	cases := map[string]string{
+		"batch = 501":          "config: lanes.tx: queue: worker batch 501 out of range 1..500",
+		"max_attempts = 1001":  "config: lanes.tx: queue: lane tx: retry: max attempts 1001 out of range 1..1000",
+		"table = \"bad name\"": "config: lanes.tx: queue:",
+		"concurrency = -1":     "config: lanes.tx: queue: worker concurrency -1 below 1",
+		"max_size = -5":        "config: lanes.tx: queue: lane tx: negative max size -5",
+	}
+	for line, want := range cases {
+		_, err := config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\"\n"+line+"\n"), "")
+		assert.ErrorContains(t, err, want, line)
+	}
+}
+
+// The first worker to stop stops the others.
+func TestRunFirstWorkerToStopStopsTheRest(t *testing.T) {
+	ctx := context.Background()
+	path := writeConfig(t, `
+[lanes.a]
+transport = "fake://"
+max_messages = 2
+poll_interval = "20ms"
+[lanes.b]
+table = "mail_b"
+transport = "fake://"
+poll_interval = "20ms"
+`)
+	cfg, err := config.Load(path, "sqlite:"+filepath.Join(t.TempDir(), "q.db"))
+	require.NoError(t, err)
+	db, err := cfg.Open()
+	require.NoError(t, err)
+	defer db.Close()
+
+	err = config.Run(ctx, db, cfg.Lanes, nil)
+	assert.ErrorContains(t, err, "mail_queue", "no schema yet: the error names the table")
+
+	require.NoError(t, queue.Migrate(ctx, db, config.Tables(cfg.Lanes)...))
+	q, err := queue.New(ctx, db, cfg.Lanes[0].Lane, nil)
+	require.NoError(t, err)
+	for _, to := range []string{"a@example.com", "b@example.com"} {
+		_, err := q.Enqueue(ctx, db, &transport.Message{From: addr("shop@example.com"), To: addr(to), Subject: "s", Text: "t"})
+		require.NoError(t, err)
+	}
+	// Lane a stops after 2 mails; lane b (no limit) must stop with it, or
+	// Run never returns and the test times out.
+	require.NoError(t, config.Run(ctx, db, cfg.Lanes, nil))
+	counts, err := q.CountByStatus(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), counts["sent"])
+}
+
+func addr(a string) mail.Address { return mail.Address{Address: a} }
+
+func TestLoadRules(t *testing.T) {
+	path := writeConfig(t, `
+[lanes.tx]
+transport = "fake://"
+
+[[lanes.tx.rules]]
+name        = "acme-quota"
+code        = 552
+enhanced    = "5.2.2"
+text        = "quota.*tomorrow"
+kind        = "temporary"
+retry_after = "1d"
+
+[[lanes.tx.rules]]
+name  = "ses-param"
+error = "InvalidParameterValue"
+kind  = "connection"
+`)
+	cfg, err := config.Load(path, "")
+	require.NoError(t, err)
+	rules := cfg.Lanes[0].Rules
+	require.Equal(t, 2, rules.Len())
+	d := classify.Explain(rules.Apply(classify.SMTPReply("552 5.2.2 Mailbox quota exceeded, cleared tomorrow")))
+	assert.Equal(t, transport.Temporary, d.Kind)
+	assert.Equal(t, 24*time.Hour, d.RetryAfter)
+	assert.Equal(t, "operator:acme-quota", d.Rule)
+
+	// A lane without rules has none.
+	cfg, err = config.Load("", "")
+	require.NoError(t, err)
+	assert.Equal(t, 0, cfg.Lanes[0].Rules.Len())
+
+	// Invalid rules are errors naming the lane and the rule.
+	for content, want := range map[string]string{
+		"[[lanes.tx.rules]]\nname = \"mine\"\ncode = 550\nkind = \"sent\"\n":                                                                       `config: lanes.tx.rules: rule mine: kind "sent"`,
+		"[[lanes.tx.rules]]\nname = \"re\"\ntext = \"(\"\nkind = \"permanent\"\n":                                                                  `config: lanes.tx.rules: rule re: text "("`,
+		"[[lanes.tx.rules]]\nname = \"w\"\ncode = 421\nkind = \"temporary\"\nretry_after = \"soon\"\n":                                             "config: lanes.tx.rules: rule w: retry_after",
+		"[[lanes.tx.rules]]\nname = \"any\"\nkind = \"permanent\"\n":                                                                               "config: lanes.tx.rules: rule any: no condition",
+		"[[lanes.tx.rules]]\ncode = 550\nkind = \"permanent\"\n":                                                                                   "config: lanes.tx.rules: rule #1: name",
+		"[[lanes.tx.rules]]\nname = \"a\"\ncode = 550\nkind = \"permanent\"\n[[lanes.tx.rules]]\nname = \"a\"\ncode = 551\nkind = \"permanent\"\n": "config: lanes.tx.rules: rule a: the name is used twice",
+		"[[lanes.tx.rules]]\nnmae = \"typo\"\n":                                                                                                    "unknown key lanes.tx.rules.nmae",
+	} {
+		_, err := config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\"\n"+content), "")
+		require.Error(t, err, content)
+		assert.Contains(t, err.Error(), want, content)
+	}
+}
