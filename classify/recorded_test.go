@@ -61,6 +61,8 @@ var recordedReplies = []recorded{
 		"https://github.com/ruanyf/weather-action/issues/5 (NetEase smtp.163.com)", connection, false, "smtp-sender"},
 	{"501 mail from address must be same as authorization user",
 		"https://github.com/nodeSolidServer/node-solid-server/issues/1281 (QQ Mail)", connection, false, "smtp-sender"},
+	{"550 User has no permission",
+		"https://github.com/open-falcon/mail-provider/issues/6 and testerSunshine/12306 issue 62 (NetEase: SMTP not enabled for the account, answered to AUTH)", connection, false, "smtp-auth"},
 	{"535 Error: authentication failed",
 		"https://github.com/xuess/puppeteer-sign/issues/2 (NetEase and QQ Mail)", connection, false, "smtp-auth"},
 	{"535 Authentication failure.",

@@ -127,9 +127,10 @@ func ourAccount(r *replyFacts) bool {
 }
 
 // authText matches replies that ask for authentication or reject our
-// credentials. It avoids the receiver's SPF/DKIM/DMARC wording ("the sender
+// credentials, or say SMTP is not enabled for our account (NetEase's "550
+// User has no permission"). It avoids the receiver's SPF/DKIM/DMARC wording ("the sender
 // is unauthenticated", "fails to pass authentication checks").
-var authText = regexp.MustCompile(`authentication (is )?required|must authenticate|not authenticated|authentication (failed|failure|unsuccessful|credentials invalid)|fail(ed)? authentication|invalid login|login fail|unauthenticated (senders|mail) not allowed|smtp authentication|authori[sz]ation required|\bauth error\b|smtpclientauthentication`)
+var authText = regexp.MustCompile(`authentication (is )?required|must authenticate|not authenticated|authentication (failed|failure|unsuccessful|credentials invalid)|fail(ed)? authentication|invalid login|login fail|unauthenticated (senders|mail) not allowed|smtp authentication|authori[sz]ation required|\bauth error\b|smtpclientauthentication|user has no permission`)
 
 // authFailure reports whether a 5xx reply asks for authentication or
 // rejects our credentials (RFC 4954 codes 530, 534, 535, 538; RFC 5248
