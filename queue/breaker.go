@@ -17,7 +17,7 @@ type breaker struct {
 	policy RetryPolicy
 
 	mu     sync.Mutex
-	streak int       // connection failures in a row
+	streak int       // lane-level failures in a row
 	until  time.Time // paused until then
 	pause  time.Duration
 	probe  bool // the pause is over: claim one mail to probe
