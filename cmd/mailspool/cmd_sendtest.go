@@ -21,6 +21,7 @@ type sendTestResult struct {
 	Enhanced       string  `json:"enhanced,omitempty"`
 	RetryAfter     float64 `json:"retry_after_seconds,omitempty"`
 	MaybeDelivered bool    `json:"maybe_delivered,omitempty"`
+	Rule           string  `json:"rule,omitempty"` // the classification rule that decided
 	Error          string  `json:"error,omitempty"`
 }
 
@@ -75,7 +76,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 	res := sendTestResult{Kind: transport.KindOf(err).String(), MessageID: receipt.MessageID, Response: receipt.Response}
 	var te *transport.Error
 	if errors.As(err, &te) {
-		res.Code, res.Enhanced, res.MaybeDelivered = te.Code, te.Enhanced, te.MaybeDelivered
+		res.Code, res.Enhanced, res.MaybeDelivered, res.Rule = te.Code, te.Enhanced, te.MaybeDelivered, te.Rule
 		res.RetryAfter = te.RetryAfter.Seconds()
 	}
 	if err != nil {
@@ -93,6 +94,9 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout)
 	}
 	if err != nil {
+		if res.Rule != "" {
+			return fmt.Errorf("not sent (%s, rule %s): %w", res.Kind, res.Rule, err)
+		}
 		return fmt.Errorf("not sent (%s): %w", res.Kind, err)
 	}
 	return nil

@@ -131,7 +131,8 @@ func TestSendTest(t *testing.T) {
 	assert.Equal(t, "permanent", res.Kind)
 	assert.Equal(t, 550, res.Code)
 	assert.Equal(t, "5.1.1", res.Enhanced)
-	assert.Contains(t, stderr, "not sent (permanent)")
+	assert.Equal(t, "smtp-recipient", res.Rule)
+	assert.Contains(t, stderr, "not sent (permanent, rule smtp-recipient)")
 
 	code, _, stderr = mailspool(t, "send-test", "--transport", "fake://?script=ok&bogus=1", "--from", "a@example.com", "--to", "b@example.com")
 	assert.Equal(t, 1, code)
