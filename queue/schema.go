@@ -150,7 +150,7 @@ var migrations = []migration{{
 	// failure (classify's built-in rule or "operator:NAME").
 	version: 3,
 	columns: []column{{name: "last_rule",
-		mysql:  "VARCHAR(80) CHARACTER SET ascii NOT NULL DEFAULT ''",
+		mysql:  "VARCHAR(80) NOT NULL DEFAULT ''",
 		sqlite: "TEXT NOT NULL DEFAULT ''"}},
 }}
 
