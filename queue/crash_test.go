@@ -23,6 +23,7 @@ const childDBEnv = "MAILSPOOL_TEST_CHILD_DB"
 // expired: the lost attempt is given back, counted as a crash, and the row
 // is marked maybe delivered.
 func TestKilledWorkerLosesNothing(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		lane := Lane{RecipientLimit: NoLimit}
 		q := newQueue(t, s.db, lane, nil)
