@@ -42,7 +42,7 @@ func TestScriptCycle(t *testing.T) {
 
 func TestNewPanicsOnUnknownStep(t *testing.T) {
 	t.Parallel()
-	assert.PanicsWithError(t, `fake: unknown step "4211" (known: `+strings.Join(stepNames(), ", ")+")", func() {
+	assert.PanicsWithError(t, `fake: unknown step "4211" (known: `+strings.Join(stepNames(), ", ")+", and panic for crash tests)", func() {
 		New(&Options{Script: []string{"ok", "4211"}})
 	})
 }
