@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -25,6 +26,10 @@ type Stats struct {
 	// Stuck counts sending rows whose lease ended more than StuckAfter ago:
 	// a worker died or hangs on them, and no live worker has taken them over.
 	Stuck int64
+	// OldestDue is how long the most overdue pending or retry row has been
+	// due without being claimed: 0 while workers keep up, growing when they
+	// do not (or none runs).
+	OldestDue time.Duration
 }
 
 // Stats computes the lane's Stats. Each count is a range of the
@@ -49,6 +54,18 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		if err != nil {
 			return Stats{}, fmt.Errorf("queue: stats (%s): %w", c.where, err)
 		}
+	}
+	for _, status := range []int{StatusPending, StatusRetry} {
+		var due int64
+		err := q.db.QueryRowContext(ctx, q.d.bounded(`SELECT next_run FROM `+q.table+` WHERE status = ? AND next_run <= ? ORDER BY next_run LIMIT 1`),
+			status, now.UnixMilli()).Scan(&due)
+		if err == sql.ErrNoRows {
+			continue
+		}
+		if err != nil {
+			return Stats{}, fmt.Errorf("queue: stats (oldest due %s row): %w", StatusName(status), err)
+		}
+		s.OldestDue = max(s.OldestDue, now.Sub(time.UnixMilli(due)))
 	}
 	s.Backlog = s.Pending + s.Retry + s.Sending
 	if done := s.SentLastHour + s.FailedLastHour; done > 0 {
