@@ -145,6 +145,32 @@ func SchemaVersion() int { return migrations[len(migrations)-1].version }
 
 const schemaTable = "mailspool_schema"
 
+// SharedTables are the tables Migrate creates once per database, beside
+// the lane tables, in SQL that MySQL/MariaDB and SQLite both accept:
+// mailspool_alerts holds each alert condition's state so that the worker
+// processes of a lane send one alert and one recovery between them, and
+// mailspool_runs the worker processes that started, so that a worker
+// restarting over and over can be told (package alert).
+var SharedTables = []string{
+	`CREATE TABLE IF NOT EXISTS mailspool_alerts (
+  lane        VARCHAR(64) NOT NULL,
+  cond        VARCHAR(32) NOT NULL,
+  seen_at     BIGINT NOT NULL DEFAULT 0,
+  notified    INT NOT NULL DEFAULT 0,
+  since       BIGINT NOT NULL DEFAULT 0,
+  lease_until BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (lane, cond)
+)`,
+	`CREATE TABLE IF NOT EXISTS mailspool_runs (
+  lane       VARCHAR(64) NOT NULL,
+  worker     VARCHAR(64) NOT NULL,
+  started_at BIGINT NOT NULL,
+  seen_at    BIGINT NOT NULL,
+  clean      INT NOT NULL DEFAULT 0,
+  PRIMARY KEY (lane, worker)
+)`,
+}
+
 // Migrate creates or upgrades the tables of the given lane tables
 // (DefaultTable when none is given) to SchemaVersion. It is idempotent, and
 // safe to re-run after an interruption. The version of each lane table is
@@ -160,6 +186,11 @@ func Migrate(ctx context.Context, db *sql.DB, tables ...string) error {
 	create := `CREATE TABLE IF NOT EXISTS ` + d.quote(schemaTable) + ` (tbl VARCHAR(64) NOT NULL PRIMARY KEY, version INT NOT NULL, applied_at BIGINT NOT NULL)`
 	if _, err := db.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("queue: migrate: creating %s: %w", schemaTable, err)
+	}
+	for _, stmt := range SharedTables {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("queue: migrate: creating the shared tables: %w", err)
+		}
 	}
 	for _, table := range tables {
 		if err := validTable(table); err != nil {
