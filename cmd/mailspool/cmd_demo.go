@@ -87,7 +87,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err := queue.Migrate(ctx, db, lane.Table); err != nil {
 		return err
 	}
-	clock := queue.NewScaledClock(*speed)
+	clock := newScaledClock(*speed)
 	q, err := queue.New(ctx, db, lane, &queue.Options{Clock: clock})
 	if err != nil {
 		return err
