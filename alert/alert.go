@@ -31,10 +31,10 @@ type Thresholds struct {
 	Restarts int
 }
 
-// Lane is one lane to watch.
-type Lane struct {
-	Queue      *queue.Queue
-	Thresholds Thresholds
+// lane is one lane watched.
+type lane struct {
+	q *queue.Queue
+	t Thresholds
 }
 
 // Options configure an Alerter. Zero fields take the defaults shown.
@@ -55,22 +55,24 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Alerter checks lanes and posts alerts. Create it with New, feed it the
-// worker's events with Observer, and run it with Run beside the workers.
+// Alerter checks lanes and posts alerts. Create it with New, add each lane
+// with Lane (whose Observer feeds it the worker's breaker events), and run
+// it with Run beside the workers.
 type Alerter struct {
 	db     *sql.DB
-	lanes  []Lane
 	opts   Options
 	client *retryablehttp.Client
 	log    *slog.Logger
 
 	mu      sync.Mutex
+	lanes   []lane
 	breaker map[string]time.Time // lane → breaker open until
 }
 
-// New returns an Alerter for lanes, all on db. It checks the thresholds and
-// that the webhook URL is an http(s) URL, without echoing the URL.
-func New(db *sql.DB, lanes []Lane, opts Options) (*Alerter, error) {
+// New returns an Alerter posting to the webhook of opts; add the lanes to
+// watch with Lane. It checks that the webhook URL is an http(s) URL,
+// without echoing the URL.
+func New(db *sql.DB, opts Options) (*Alerter, error) {
 	u, err := url.Parse(opts.WebhookURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("alert: the webhook URL must be an http:// or https:// URL")
@@ -90,40 +92,50 @@ func New(db *sql.DB, lanes []Lane, opts Options) (*Alerter, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if len(lanes) == 0 {
-		return nil, errors.New("alert: no lane to watch")
-	}
-	for i := range lanes {
-		t := &lanes[i].Thresholds
-		name := lanes[i].Queue.Lane().Name
-		if len(name) > 64 {
-			return nil, fmt.Errorf("alert: lane name %q is longer than 64 bytes", name)
-		}
-		if t.MinAttempts == 0 {
-			t.MinAttempts = 20
-		}
-		if t.Restarts == 0 {
-			t.Restarts = 3
-		}
-		switch {
-		case t.Backlog < 0:
-			return nil, fmt.Errorf("alert: lane %s: negative backlog threshold %d", name, t.Backlog)
-		case t.FailureRate < 0 || t.FailureRate > 1:
-			return nil, fmt.Errorf("alert: lane %s: failure rate threshold %v is not a fraction between 0 and 1", name, t.FailureRate)
-		case t.MinAttempts < 0:
-			return nil, fmt.Errorf("alert: lane %s: negative minimum attempts %d", name, t.MinAttempts)
-		}
-	}
 	return &Alerter{
-		db: db, lanes: lanes, opts: opts, client: newClient(time.Second),
+		db: db, opts: opts, client: newClient(time.Second),
 		log: opts.Logger.With("component", "alert"), breaker: map[string]time.Time{},
 	}, nil
 }
 
-// Observer returns the observer to join into each lane worker's
-// WorkerOptions.Observer: it tells the Alerter when a lane's breaker holds
-// claiming paused.
-func (a *Alerter) Observer() *queue.Observer {
+// Validate checks the thresholds and fills in their defaults.
+func (t *Thresholds) Validate() error {
+	if t.MinAttempts == 0 {
+		t.MinAttempts = 20
+	}
+	if t.Restarts == 0 {
+		t.Restarts = 3
+	}
+	switch {
+	case t.Backlog < 0:
+		return fmt.Errorf("negative backlog threshold %d", t.Backlog)
+	case t.FailureRate < 0 || t.FailureRate > 1:
+		return fmt.Errorf("failure rate threshold %v is not a fraction between 0 and 1", t.FailureRate)
+	case t.MinAttempts < 0:
+		return fmt.Errorf("negative minimum attempts %d", t.MinAttempts)
+	}
+	return nil
+}
+
+// Lane adds q's lane with its thresholds, and returns the Observer to join
+// into that lane worker's WorkerOptions.Observer: it tells the Alerter when
+// the lane's breaker holds claiming paused. Add every lane before Run.
+func (a *Alerter) Lane(q *queue.Queue, t Thresholds) (*queue.Observer, error) {
+	name := q.Lane().Name
+	if len(name) > 64 {
+		return nil, fmt.Errorf("alert: lane name %q is longer than 64 bytes", name)
+	}
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("alert: lane %s: %w", name, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, l := range a.lanes {
+		if l.q.Lane().Name == name {
+			return nil, fmt.Errorf("alert: lane %s added twice", name)
+		}
+	}
+	a.lanes = append(a.lanes, lane{q: q, t: t})
 	return &queue.Observer{BreakerFunc: func(e queue.BreakerEvent) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -132,7 +144,14 @@ func (a *Alerter) Observer() *queue.Observer {
 		} else {
 			delete(a.breaker, e.Lane)
 		}
-	}}
+	}}, nil
+}
+
+// watched returns the lanes added so far.
+func (a *Alerter) watched() []lane {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]lane(nil), a.lanes...)
 }
 
 // Run records this process's start in mailspool_runs, then checks every
@@ -159,9 +178,9 @@ func (a *Alerter) Run(ctx context.Context) {
 // Close records that this process ended cleanly (a recycle or a
 // shutdown), so that its end does not count as a restart.
 func (a *Alerter) Close(ctx context.Context) error {
-	for _, l := range a.lanes {
+	for _, l := range a.watched() {
 		if _, err := a.db.ExecContext(ctx, `UPDATE mailspool_runs SET clean = 1, seen_at = ? WHERE lane = ? AND worker = ?`,
-			time.Now().UnixMilli(), l.Queue.Lane().Name, a.opts.Worker); err != nil {
+			time.Now().UnixMilli(), l.q.Lane().Name, a.opts.Worker); err != nil {
 			return fmt.Errorf("alert: recording a clean exit: %w", err)
 		}
 	}
@@ -173,14 +192,14 @@ func (a *Alerter) Close(ctx context.Context) error {
 func (a *Alerter) Check(ctx context.Context) error {
 	now := time.Now()
 	var errs []error
-	for _, l := range a.lanes {
+	for _, l := range a.watched() {
 		obs, err := a.observe(ctx, l, now)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for _, o := range obs {
-			if err := a.settle(ctx, l.Queue.Lane().Name, o, now); err != nil {
+			if err := a.settle(ctx, l.q.Lane().Name, o, now); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -198,13 +217,13 @@ type observation struct {
 }
 
 // observe evaluates the conditions of one lane.
-func (a *Alerter) observe(ctx context.Context, l Lane, now time.Time) ([]observation, error) {
-	name := l.Queue.Lane().Name
-	s, err := l.Queue.Stats(ctx)
+func (a *Alerter) observe(ctx context.Context, l lane, now time.Time) ([]observation, error) {
+	name := l.q.Lane().Name
+	s, err := l.q.Stats(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("alert: lane %s: %w", name, err)
 	}
-	t := l.Thresholds
+	t := l.t
 	obs := []observation{{
 		cond: "stuck", active: s.Stuck > 0, value: float64(s.Stuck),
 		summary: fmt.Sprintf("%d rows stuck in sending past their lease", s.Stuck),

@@ -131,15 +131,18 @@ func (w *webhook) got() (int, []map[string]any) {
 	return w.posts, append([]map[string]any(nil), w.accepted...)
 }
 
-func newAlerter(t *testing.T, db *sql.DB, lanes []Lane, opts Options) *Alerter {
+// newAlerter watches q's lane with th; its retries wait milliseconds.
+func newAlerter(t *testing.T, db *sql.DB, q *queue.Queue, th Thresholds, opts Options) (*Alerter, *queue.Observer) {
 	t.Helper()
 	if opts.Interval == 0 {
 		opts.Interval = 100 * time.Millisecond
 	}
-	a, err := New(db, lanes, opts)
+	a, err := New(db, opts)
 	require.NoError(t, err)
 	a.client = newClient(5 * time.Millisecond)
-	return a
+	obs, err := a.Lane(q, th)
+	require.NoError(t, err)
+	return a, obs
 }
 
 func TestOneAlertAndOneRecoveryAcrossProcesses(t *testing.T) {
@@ -147,10 +150,9 @@ func TestOneAlertAndOneRecoveryAcrossProcesses(t *testing.T) {
 		ctx := context.Background()
 		hook := newWebhook(t, 2)
 		q := newQueue(t, db)
-		lanes := []Lane{{Queue: q, Thresholds: Thresholds{Backlog: 2}}}
 		// Two worker processes of the same lane, on the same database.
-		a1 := newAlerter(t, db, lanes, Options{WebhookURL: hook.URL + "/hook", Worker: "w1"})
-		a2 := newAlerter(t, db, lanes, Options{WebhookURL: hook.URL + "/hook", Worker: "w2"})
+		a1, _ := newAlerter(t, db, q, Thresholds{Backlog: 2}, Options{WebhookURL: hook.URL + "/hook", Worker: "w1"})
+		a2, _ := newAlerter(t, db, q, Thresholds{Backlog: 2}, Options{WebhookURL: hook.URL + "/hook", Worker: "w2"})
 
 		enqueue(t, q, db, 3) // backlog 3 > 2
 		for range 3 {
@@ -202,13 +204,17 @@ func TestConditionsAndSlackPayload(t *testing.T) {
 		}))
 		defer hook.Close()
 		q := newQueue(t, db)
-		a := newAlerter(t, db, []Lane{{Queue: q, Thresholds: Thresholds{FailureRate: 0.5, MinAttempts: 4, Restarts: 2}}},
+		a, obs := newAlerter(t, db, q, Thresholds{FailureRate: 0.5, MinAttempts: 4, Restarts: 2},
 			Options{WebhookURL: hook.URL, Slack: true, Worker: "w1"})
+		_, err := a.Lane(q, Thresholds{})
+		assert.EqualError(t, err, "alert: lane transactional added twice")
+		_, err = a.Lane(q, Thresholds{FailureRate: 5})
+		assert.EqualError(t, err, "alert: lane transactional: failure rate threshold 5 is not a fraction between 0 and 1")
 
 		// Failure rate: 3 of 3 failed is below the minimum of 4 attempts.
 		enqueue(t, q, db, 5)
 		now := time.Now().UnixMilli()
-		_, err := db.Exec(`UPDATE mail_queue SET status = ?, next_run = ? WHERE id <= 3`, queue.StatusFailed, now)
+		_, err = db.Exec(`UPDATE mail_queue SET status = ?, next_run = ? WHERE id <= 3`, queue.StatusFailed, now)
 		require.NoError(t, err)
 		require.NoError(t, a.Check(ctx))
 		assert.Empty(t, texts)
@@ -221,7 +227,7 @@ func TestConditionsAndSlackPayload(t *testing.T) {
 		// Stuck rows, a breaker pause, and two processes that died.
 		_, err = db.Exec(`UPDATE mail_queue SET status = ?, next_run = ? WHERE id = 5`, queue.StatusSending, now-int64(10*time.Minute/time.Millisecond))
 		require.NoError(t, err)
-		a.Observer().BreakerFunc(queue.BreakerEvent{Lane: "transactional", Open: true, Until: time.Now().Add(time.Minute)})
+		obs.BreakerFunc(queue.BreakerEvent{Lane: "transactional", Open: true, Until: time.Now().Add(time.Minute)})
 		for _, w := range []string{"dead1", "dead2"} {
 			_, err = db.Exec(`INSERT INTO mailspool_runs (lane, worker, started_at, seen_at, clean) VALUES ('transactional', ?, ?, ?, 0)`, w, now-60000, now-50000)
 			require.NoError(t, err)
@@ -251,11 +257,11 @@ func TestWebhookSecretNeverLogged(t *testing.T) {
 		ln.Close() // nothing listens there now
 		var logs bytes.Buffer
 		q := newQueue(t, db)
-		a := newAlerter(t, db, []Lane{{Queue: q}}, Options{
+		a, obs := newAlerter(t, db, q, Thresholds{}, Options{
 			WebhookURL: "http://" + addr + "/services/T0K3N/SECRETPART", Worker: "w1",
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		})
-		a.Observer().BreakerFunc(queue.BreakerEvent{Lane: "transactional", Open: true, Until: time.Now().Add(time.Minute)})
+		obs.BreakerFunc(queue.BreakerEvent{Lane: "transactional", Open: true, Until: time.Now().Add(time.Minute)})
 		err = a.Check(context.Background())
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "alert: lane transactional: paused firing: alert: posting to the webhook")
@@ -271,7 +277,7 @@ func TestWebhookSecretNeverLogged(t *testing.T) {
 		require.NoError(t, db.QueryRow(`SELECT lease_until FROM mailspool_alerts WHERE cond = 'paused'`).Scan(&lease))
 		assert.Zero(t, lease, "a failed post is tried again at the next check")
 
-		_, err = New(db, []Lane{{Queue: q}}, Options{WebhookURL: "ftp://x/T0K3N"})
+		_, err = New(db, Options{WebhookURL: "ftp://x/T0K3N"})
 		assert.EqualError(t, err, "alert: the webhook URL must be an http:// or https:// URL")
 	})
 }

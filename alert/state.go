@@ -29,9 +29,9 @@ func (a *Alerter) started(ctx context.Context) error {
 	if _, err := a.db.ExecContext(ctx, `DELETE FROM mailspool_runs WHERE seen_at < ?`, now-(24*time.Hour).Milliseconds()); err != nil {
 		return fmt.Errorf("alert: forgetting old runs: %w", err)
 	}
-	for _, l := range a.lanes {
+	for _, l := range a.watched() {
 		if _, err := a.db.ExecContext(ctx, `INSERT INTO mailspool_runs (lane, worker, started_at, seen_at, clean) VALUES (?, ?, ?, ?, 0)`,
-			l.Queue.Lane().Name, a.opts.Worker, now, now); err != nil {
+			l.q.Lane().Name, a.opts.Worker, now, now); err != nil {
 			return fmt.Errorf("alert: recording the start (run 'mailspool migrate' if mailspool_runs is missing): %w", err)
 		}
 	}
