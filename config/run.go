@@ -18,6 +18,12 @@ type RunOptions struct {
 	Logger *slog.Logger
 	// Transports opens each lane's transport URL (default Transports()).
 	Transports *transport.Mux
+	// AdminListen, when not "", serves /metrics and /healthz on this
+	// host:port (Config.AdminListen).
+	AdminListen string
+	// Alerts, when not nil, checks each lane's Alerts thresholds and posts
+	// alerts (Config.Alerts).
+	Alerts *Alerts
 }
 
 // Run runs one worker per lane on db, each with its own transport, until
@@ -41,6 +47,10 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		o.Transports = Transports()
 	}
 	log := o.Logger
+	watch, err := newWatcher(db, lanes, o)
+	if err != nil {
+		return err
+	}
 	workers := make([]*queue.Worker, 0, len(lanes))
 	for _, l := range lanes {
 		if err := queue.CheckSchema(ctx, db, l.Lane.Table); err != nil {
@@ -57,6 +67,9 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		defer tr.Close()
 		wo := l.Worker
 		wo.Logger = log
+		if wo.Observer, err = watch.lane(q, l); err != nil {
+			return err
+		}
 		w, err := queue.NewWorker(q, tr, &wo)
 		if err != nil {
 			return fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
@@ -64,9 +77,14 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		log.Info("worker starting", "lane", l.Lane.Name, "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
 		workers = append(workers, w)
 	}
+	if err := watch.start(ctx); err != nil {
+		return err
+	}
 	// The first worker to return (recycle or shutdown) stops the others.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stopping := context.AfterFunc(ctx, watch.stopping)
+	defer stopping()
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Add(1)
@@ -74,9 +92,12 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 			defer wg.Done()
 			defer cancel()
 			w.Run(ctx)
-			log.Info("worker stopped", "worker", w.ID(), "stats", fmt.Sprintf("%+v", w.Stats()))
+			s := w.Stats()
+			log.Info("worker stopped", "worker", w.ID(), slog.Group("stats", "claimed", s.Claimed, "sent", s.Sent,
+				"retried", s.Retried, "failed", s.Failed, "released", s.Released, "stale", s.Stale))
 		}()
 	}
 	wg.Wait()
+	watch.stop(true)
 	return nil
 }

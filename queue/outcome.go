@@ -24,6 +24,7 @@ type job struct {
 	maxAttempts    int
 	notAfter       int64 // unix ms, 0 = none
 	maybeDelivered bool
+	createdAt      int64 // unix ms: enqueued
 	msg            transport.Message
 }
 

@@ -46,6 +46,9 @@ type WorkerOptions struct {
 	Retention       Retention
 	// Logger receives the worker's log lines (default slog.Default()).
 	Logger *slog.Logger
+	// Observer, if not nil, is told what the worker does (metrics, health
+	// checks, alerts); see Observer.
+	Observer *Observer
 }
 
 // WorkerStats counts what a worker has done since it started.
@@ -192,6 +195,7 @@ func (w *Worker) Run(ctx context.Context) {
 		pause, limit := w.brk.state(clock.Now(), limit)
 		if pause > 0 {
 			w.log.Warn("lane paused after connection failures", "for", pause)
+			call(w.observer().BreakerFunc, BreakerEvent{Lane: w.q.lane.Name, Open: true, Until: clock.Now().Add(pause)})
 			if !wait(ctx, clock, pause) {
 				break
 			}
@@ -204,6 +208,7 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 		n, done, err := w.dispatch(ctx, limit)
 		processed += n
+		call(w.observer().ClaimFunc, ClaimEvent{Lane: w.q.lane.Name, Rows: n, Err: err})
 		if done != nil {
 			inflight.Add(1)
 			go func() {
@@ -277,9 +282,11 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 		switch {
 		case j.notAfter != 0 && now.UnixMilli() > j.notAfter:
 			decided = append(decided, expired(j, now))
+			w.observeOutcome(j, decided[len(decided)-1], kindExpired, nil, false, 0)
 			continue
 		case j.attempts > j.maxAttempts:
 			decided = append(decided, abandoned(j, now))
+			w.observeOutcome(j, decided[len(decided)-1], "abandoned", nil, false, 0)
 			continue
 		}
 		acquired := false
@@ -370,6 +377,7 @@ func (w *Worker) record(ctx context.Context, token string, updates []rowUpdate) 
 	if stale := len(updates) - applied; stale > 0 {
 		w.log.Warn("outcomes rejected: the lease was taken over by another worker", "rows", stale, "token", token)
 		w.count(func(s *WorkerStats) { s.Stale += int64(stale) })
+		call(w.observer().FencedFunc, FencedEvent{Lane: w.q.lane.Name, Rows: stale})
 	}
 	w.countOutcomes(updates)
 	return nil
@@ -379,16 +387,18 @@ func (w *Worker) record(ctx context.Context, token string, updates []rowUpdate) 
 func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.SendTimeout)
 	defer cancel()
+	start := time.Now()
 	receipt, err := w.tr.Send(ctx, &j.msg)
+	took := time.Since(start)
 	now := w.q.clock.Now()
-	streak, recovered := w.brk.record(transport.KindOf(err), now)
+	kind := transport.KindOf(err)
+	streak, recovered := w.brk.record(kind, now)
 	if recovered {
+		call(w.observer().BreakerFunc, BreakerEvent{Lane: w.q.lane.Name})
 		w.resumeAfterOutage()
 	}
 	u := w.q.lane.Retry.outcome(j, receipt, err, now, streak)
-	if err != nil {
-		w.log.Debug("send failed", "id", j.id, "kind", transport.KindOf(err).String(), "err", u.lastError)
-	}
+	w.observeOutcome(j, u, kind.String(), err, true, took)
 	return u
 }
 
@@ -416,6 +426,9 @@ func (w *Worker) countOutcomes(ups []rowUpdate) {
 func (w *Worker) cleanupLoop(ctx context.Context) {
 	for wait(ctx, w.q.clock, w.opts.CleanupInterval) {
 		n, err := w.q.Cleanup(ctx, w.opts.Retention, nil)
+		if ctx.Err() == nil {
+			call(w.observer().CleanupFunc, CleanupEvent{Lane: w.q.lane.Name, Deleted: n, Err: err})
+		}
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("cleanup failed", "err", err)
 			continue
