@@ -74,6 +74,8 @@ type laneConfig struct {
 	PollInterval       string            `toml:"poll_interval"`
 	MaxMessages        int               `toml:"max_messages"`
 	ShutdownTimeout    string            `toml:"shutdown_timeout"`
+	LeaseMargin        string            `toml:"lease_margin"`
+	FailAfter          string            `toml:"fail_after"`
 	CleanupInterval    string            `toml:"cleanup_interval"`
 	KeepSent           string            `toml:"keep_sent"`
 	KeepFailed         string            `toml:"keep_failed"`
@@ -86,13 +88,14 @@ type Config struct {
 	// of Load, else MAILSPOOL_DATABASE, else the file's, else
 	// DefaultDatabase.
 	Database string
+	// Lanes are sorted by name; no two share a table.
+	Lanes []Lane
 	// AdminListen is the host:port of the admin listener (/metrics,
 	// /healthz); "" leaves it off.
 	AdminListen string
-	// Alerts is where alerts go; nil when the file has no [alerts].
+	// Alerts is where alerts go; nil without [alerts] or
+	// MAILSPOOL_ALERT_WEBHOOK.
 	Alerts *Alerts
-	// Lanes are sorted by name; no two share a table.
-	Lanes []Lane
 }
 
 // Lane is everything one lane's worker needs.
@@ -213,6 +216,8 @@ func buildLane(name string, lc laneConfig) (Lane, error) {
 		{"send_timeout", lc.SendTimeout, &w.SendTimeout},
 		{"poll_interval", lc.PollInterval, &w.PollInterval},
 		{"shutdown_timeout", lc.ShutdownTimeout, &w.ShutdownTimeout},
+		{"lease_margin", lc.LeaseMargin, &w.LeaseMargin},
+		{"fail_after", lc.FailAfter, &w.FailAfter},
 		{"cleanup_interval", lc.CleanupInterval, &w.CleanupInterval},
 		{"keep_sent", lc.KeepSent, &w.Retention.Sent},
 		{"keep_failed", lc.KeepFailed, &w.Retention.Failed},

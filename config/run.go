@@ -31,7 +31,8 @@ type RunOptions struct {
 // first worker to stop stops the rest, so the process exits and its
 // supervisor (systemd) starts it fresh. It first checks every lane's schema
 // and opens every transport, and returns an error naming the lane if one
-// fails; once the workers run it returns nil after they have drained.
+// fails; once the workers run it returns after they have drained: nil,
+// or the errors of the workers that failed.
 func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error {
 	if len(lanes) == 0 {
 		return errors.New("config: Run with no lanes")
@@ -77,27 +78,40 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		log.Info("worker starting", "lane", l.Lane.Name, "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
 		workers = append(workers, w)
 	}
+	// The first worker to return (recycle, shutdown or failure) stops the
+	// others. A worker that failed (its database kept failing, its SQLite
+	// file was replaced) makes Run return its error, so that the process
+	// exits non-zero and the supervisor restarts it.
 	if err := watch.start(ctx); err != nil {
 		return err
 	}
-	// The first worker to return (recycle or shutdown) stops the others.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopping := context.AfterFunc(ctx, watch.stopping)
 	defer stopping()
 	var wg sync.WaitGroup
-	for _, w := range workers {
+	errs := make([]error, len(workers))
+	for i, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer cancel()
-			w.Run(ctx)
-			s := w.Stats()
-			log.Info("worker stopped", "worker", w.ID(), slog.Group("stats", "claimed", s.Claimed, "sent", s.Sent,
-				"retried", s.Retried, "failed", s.Failed, "released", s.Released, "stale", s.Stale))
+			errs[i] = w.Run(ctx)
+			if errs[i] != nil {
+				log.Error("worker failed", "worker", w.ID(), "err", errs[i], statsAttr(w.Stats()))
+				return
+			}
+			log.Info("worker stopped", "worker", w.ID(), statsAttr(w.Stats()))
 		}()
 	}
 	wg.Wait()
-	watch.stop(true)
-	return nil
+	err = errors.Join(errs...)
+	watch.stop(err == nil)
+	return err
+}
+
+// statsAttr is a worker's counters as structured log fields.
+func statsAttr(s queue.WorkerStats) slog.Attr {
+	return slog.Group("stats", "claimed", s.Claimed, "sent", s.Sent, "retried", s.Retried, "failed", s.Failed,
+		"released", s.Released, "stale", s.Stale, "rescued", s.Rescued, "db_errors", s.DBErrors, "deadlocks", s.Deadlocks)
 }

@@ -29,9 +29,12 @@ type Row struct {
 	LastCode       int
 	LastError      string
 	MaybeDelivered bool
-	CreatedAt      time.Time
-	NextRun        time.Time // due (pending, retry), lease end (sending), finished (sent, failed)
-	SentAt         time.Time // zero unless sent
+	// Crashes counts the leases that expired while the mail was sending:
+	// its worker died or hung, so it may have been delivered then.
+	Crashes   int
+	CreatedAt time.Time
+	NextRun   time.Time // due (pending, retry), lease end (sending), finished (sent, failed)
+	SentAt    time.Time // zero unless sent
 }
 
 // Row reads one mail of the lane by id.
@@ -40,9 +43,9 @@ func (q *Queue) Row(ctx context.Context, id int64) (Row, error) {
 	var status, maybe int
 	var created, next, sent int64
 	err := q.db.QueryRowContext(ctx, `SELECT id, status, attempts, max_attempts, to_addr, subject, template, message_id,
-  provider_id, last_kind, last_code, last_error, maybe_delivered, created_at, next_run, sent_at FROM `+q.table+` WHERE id = ?`, id).
+  provider_id, last_kind, last_code, last_error, maybe_delivered, crashes, created_at, next_run, sent_at FROM `+q.table+` WHERE id = ?`, id).
 		Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &r.To, &r.Subject, &r.Template, &r.MessageID,
-			&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastError, &maybe, &created, &next, &sent)
+			&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastError, &maybe, &r.Crashes, &created, &next, &sent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, fmt.Errorf("%w: id %d in %s", ErrNotFound, id, q.lane.Table)
 	}

@@ -47,6 +47,20 @@ func (w *Worker) observeOutcome(j *job, u rowUpdate, kind string, sendErr error,
 	call(w.observer().OutcomeFunc, ev)
 }
 
+// statementOf names the statements whose failures h counts, for a
+// DeadlockEvent.
+func (w *Worker) statementOf(h *health) string {
+	switch h {
+	case &w.claims:
+		return "claim"
+	case &w.writes:
+		return "complete"
+	case &w.renewals:
+		return "heartbeat"
+	}
+	return "rescue"
+}
+
 // anAddress is an email address as it may appear in a provider's reply.
 var anAddress = regexp.MustCompile(`[^\s<>"'(),;:\[\]]+@([A-Za-z0-9.-]+[A-Za-z0-9])`)
 

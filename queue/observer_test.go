@@ -28,10 +28,10 @@ func TestDomainOf(t *testing.T) {
 }
 
 func TestClaimInterval(t *testing.T) {
-	// Defaults: batch 50, concurrency 8 → 8 rounds of 30 s, twice, plus
-	// the 30 s margin and the 2 s poll.
-	assert.Equal(t, 2*8*30*time.Second+32*time.Second, WorkerOptions{}.ClaimInterval())
-	assert.Equal(t, 2*2*time.Second+30*time.Second+2*time.Second, WorkerOptions{Batch: 1, SendTimeout: time.Second}.ClaimInterval())
+	// Defaults: batch 50, concurrency 8 → 7 rounds of 30 s, for two
+	// batches, beats FailAfter (5m); plus the claim backoff and the poll.
+	assert.Equal(t, 7*time.Minute+32*time.Second, WorkerOptions{}.ClaimInterval())
+	assert.Equal(t, 5*time.Minute+32*time.Second, WorkerOptions{Batch: 8, SendTimeout: time.Second}.ClaimInterval(), "FailAfter bounds a batch whose outcomes wait for the database")
 }
 
 func TestRedactAddresses(t *testing.T) {

@@ -51,8 +51,12 @@ func validTable(name string) error {
 // halfway is simply re-run.
 type migration struct {
 	version int
-	mysql   []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name
-	sqlite  []string
+	// addsColumn, when set, names the column the step adds: the step is
+	// skipped if the table already has it (ADD COLUMN cannot be re-run, and
+	// MySQL has no ADD COLUMN IF NOT EXISTS).
+	addsColumn string
+	mysql      []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name
+	sqlite     []string
 }
 
 var migrations = []migration{{
@@ -138,6 +142,21 @@ var migrations = []migration{{
   PRIMARY KEY (lkey, window_start)
 )`,
 		`CREATE INDEX IF NOT EXISTS "%[3]s_limits_idx_window" ON %[2]s (window_start)`},
+}, {
+	// Version 2: crashes counts the leases that expired while the row was
+	// sending (see state.go); after maxCrashes the row fails as poison.
+	version:    2,
+	addsColumn: "crashes",
+	mysql:      []string{`ALTER TABLE %[1]s ADD COLUMN crashes TINYINT UNSIGNED NOT NULL DEFAULT 0 AFTER attempts`},
+	sqlite:     []string{`ALTER TABLE %[1]s ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0`},
+}, {
+	// Version 6: provider_id, written when a mail is sent, is fixed-width,
+	// so that InnoDB updates the row in place on completion instead of
+	// rewriting the whole row with its bodies (redo per mail falls about
+	// tenfold). Provider ids are ASCII (Message-ID headers, API ids).
+	version: 6,
+	mysql:   []string{`ALTER TABLE %[1]s MODIFY provider_id CHAR(255) CHARACTER SET ascii NOT NULL DEFAULT ''`},
+	sqlite:  nil, // SQLite rewrites the row whatever the column type
 }}
 
 // SchemaVersion is the schema version Migrate brings a lane table to.
@@ -219,6 +238,15 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) erro
 		if d.sqlite {
 			stmts = m.sqlite
 		}
+		if m.addsColumn != "" {
+			has, err := hasColumn(ctx, db, d, table, m.addsColumn)
+			if err != nil {
+				return err
+			}
+			if has {
+				stmts = nil
+			}
+		}
 		for _, s := range stmts {
 			q := fmt.Sprintf(s, d.quote(table), d.quote(table+"_limits"), table)
 			if _, err := db.ExecContext(ctx, q); err != nil {
@@ -236,6 +264,21 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) erro
 		}
 	}
 	return nil
+}
+
+// hasColumn reports whether table has column.
+func hasColumn(ctx context.Context, db *sql.DB, d dialect, table, column string) (bool, error) {
+	var n int
+	var err error
+	if d.sqlite {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, table, column).Scan(&n)
+	} else {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?`, table, column).Scan(&n)
+	}
+	if err != nil {
+		return false, fmt.Errorf("queue: migrate: looking for column %s of %s: %w", column, table, err)
+	}
+	return n > 0, nil
 }
 
 func schemaVersionOf(ctx context.Context, db *sql.DB, d dialect, table string) (int, error) {

@@ -53,7 +53,10 @@ func runShow(ctx context.Context, e *env, args []string) error {
 	case r.LastKind != "":
 		fmt.Fprintf(e.stdout, "  last outcome %s %d: %s\n", r.LastKind, r.LastCode, r.LastError)
 	}
-	if r.MaybeDelivered {
+	switch {
+	case r.Crashes > 0:
+		fmt.Fprintf(e.stdout, "  note         may have been delivered before: a worker stopped while sending it (lease expired %d time(s)), so it was sent again\n", r.Crashes)
+	case r.MaybeDelivered:
 		fmt.Fprintln(e.stdout, "  note         an earlier attempt may have been delivered (dropped after the data was sent)")
 	}
 	fmt.Fprintf(e.stdout, "  created      %s\n  next run     %s\n  sent         %s\n", at(r.CreatedAt), at(r.NextRun), at(r.SentAt))

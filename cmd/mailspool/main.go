@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/mailspool/mailspool/internal/bench"
 )
 
 // command is one subcommand.
@@ -29,6 +31,8 @@ var commands = []command{
 	{"show", "show one mail: status, attempts, last error, provider message id", runShow},
 	{"stats", "print backlog, last hour's failure rate and stuck rows per lane", runStats},
 	{"cleanup", "delete old sent and failed rows now", runCleanup},
+	{"bench", "measure enqueue and drain on a database, checking every mail is delivered once", runBench},
+	{bench.ChildCommand, "", runBenchWorker}, // hidden: a worker process of bench --processes
 }
 
 // env is what every command writes to.
@@ -85,6 +89,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "mailspool — a mail queue in your own database.")
 	fmt.Fprintln(w, "\nUsage: mailspool <command> [flags]\n\nCommands:")
 	for _, c := range commands {
+		if c.summary == "" {
+			continue
+		}
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nEvery command that touches the database takes --db URL and --config FILE;")
