@@ -30,7 +30,8 @@ type Row struct {
 	MessageID   string `json:"message_id"`            // our Message-ID header
 	ProviderID  string `json:"provider_id,omitempty"` // the provider's id, once sent
 	// LastKind is the last outcome: sent, temporary, permanent, connection,
-	// expired (the not-after deadline passed) or cancelled (by an operator).
+	// expired (the not-after deadline passed), poison (its worker died on it
+	// every time) or cancelled (by an operator).
 	LastKind       string `json:"last_kind,omitempty"`
 	LastCode       int    `json:"last_code,omitempty"`
 	LastError      string `json:"last_error,omitempty"`
