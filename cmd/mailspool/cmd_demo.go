@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
@@ -209,7 +210,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		slices.Sort(parts)
 		fmt.Fprintf(e.stdout, "  %-22s %s\n", g.name+":", strings.Join(parts, ", "))
 		if example.LastError != "" && example.Status != "sent" {
-			fmt.Fprintf(e.stdout, "  %-22s last error: %s\n", "", shorten(example.LastError, 90))
+			fmt.Fprintf(e.stdout, "  %-22s last error: %s\n", "", textclip.Clip(example.LastError, 90))
 		}
 	}
 	counts, err := q.CountByStatus(ctx)
@@ -225,13 +226,6 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintln(e.stdout, "The three monitoring numbers:")
 	printStats(e, laneStats{Lane: lane.Name, Table: lane.Table, Stats: s})
 	return nil
-}
-
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // isTerminal reports whether w is a terminal (a character device).
