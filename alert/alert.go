@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,17 +57,15 @@ type Options struct {
 }
 
 // Alerter checks lanes and posts alerts. Create it with New, add each lane
-// with Lane (whose Observer feeds it the worker's breaker events), and run
-// it with Run beside the workers.
+// with Lane, and run it with Run beside the workers.
 type Alerter struct {
 	db     *sql.DB
 	opts   Options
 	client *retryablehttp.Client
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	lanes   []lane
-	breaker map[string]time.Time // lane → breaker open until
+	mu    sync.Mutex
+	lanes []lane
 }
 
 // New returns an Alerter posting to the webhook of opts; add the lanes to
@@ -94,7 +93,7 @@ func New(db *sql.DB, opts Options) (*Alerter, error) {
 	}
 	return &Alerter{
 		db: db, opts: opts, client: newClient(time.Second),
-		log: opts.Logger.With("component", "alert"), breaker: map[string]time.Time{},
+		log: opts.Logger.With("component", "alert"),
 	}, nil
 }
 
@@ -117,34 +116,24 @@ func (t *Thresholds) Validate() error {
 	return nil
 }
 
-// Lane adds q's lane with its thresholds, and returns the Observer to join
-// into that lane worker's WorkerOptions.Observer: it tells the Alerter when
-// the lane's breaker holds claiming paused. Add every lane before Run.
-func (a *Alerter) Lane(q *queue.Queue, t Thresholds) (*queue.Observer, error) {
+// Lane adds q's lane with its thresholds. Add every lane before Run.
+func (a *Alerter) Lane(q *queue.Queue, t Thresholds) error {
 	name := q.Lane().Name
 	if len(name) > 64 {
-		return nil, fmt.Errorf("alert: lane name %q is longer than 64 bytes", name)
+		return fmt.Errorf("alert: lane name %q is longer than 64 bytes", name)
 	}
 	if err := t.Validate(); err != nil {
-		return nil, fmt.Errorf("alert: lane %s: %w", name, err)
+		return fmt.Errorf("alert: lane %s: %w", name, err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, l := range a.lanes {
 		if l.q.Lane().Name == name {
-			return nil, fmt.Errorf("alert: lane %s added twice", name)
+			return fmt.Errorf("alert: lane %s added twice", name)
 		}
 	}
 	a.lanes = append(a.lanes, lane{q: q, t: t})
-	return &queue.Observer{BreakerFunc: func(e queue.BreakerEvent) {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if e.Open {
-			a.breaker[e.Lane] = e.Until
-		} else {
-			delete(a.breaker, e.Lane)
-		}
-	}}, nil
+	return nil
 }
 
 // watched returns the lanes added so far.
@@ -243,15 +232,24 @@ func (a *Alerter) observe(ctx context.Context, l lane, now time.Time) ([]observa
 				100*s.FailureRate, s.FailedLastHour, finished, 100*t.FailureRate),
 		})
 	}
-	a.mu.Lock()
-	until, paused := a.breaker[name]
-	a.mu.Unlock()
-	pausedObs := observation{cond: "paused", active: paused, summary: "claiming runs"}
-	if paused {
-		pausedObs.value = 1
-		pausedObs.summary = fmt.Sprintf("claiming paused by the breaker after connection failures, next probe at %s", until.UTC().Format(time.RFC3339))
+	pauses, err := l.q.Paused(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("alert: lane %s: %w", name, err)
 	}
-	obs = append(obs, pausedObs)
+	paused := observation{cond: "paused", active: len(pauses) > 0, value: float64(len(pauses)), summary: "claiming runs"}
+	var why []string
+	for _, p := range pauses {
+		switch p.By {
+		case "operator":
+			why = append(why, fmt.Sprintf("paused by an operator since %s (%s)", p.Since.UTC().Format(time.RFC3339), p.Reason))
+		default:
+			why = append(why, fmt.Sprintf("claiming held by the %s until %s (%s)", p.By, p.Until.UTC().Format(time.RFC3339), p.Reason))
+		}
+	}
+	if len(why) > 0 {
+		paused.summary = strings.Join(why, "; ")
+	}
+	obs = append(obs, paused)
 	if t.Restarts > 0 {
 		n, err := a.restarts(ctx, name, now)
 		if err != nil {

@@ -132,7 +132,7 @@ func (w *webhook) got() (int, []map[string]any) {
 }
 
 // newAlerter watches q's lane with th; its retries wait milliseconds.
-func newAlerter(t *testing.T, db *sql.DB, q *queue.Queue, th Thresholds, opts Options) (*Alerter, *queue.Observer) {
+func newAlerter(t *testing.T, db *sql.DB, q *queue.Queue, th Thresholds, opts Options) *Alerter {
 	t.Helper()
 	if opts.Interval == 0 {
 		opts.Interval = 100 * time.Millisecond
@@ -140,9 +140,8 @@ func newAlerter(t *testing.T, db *sql.DB, q *queue.Queue, th Thresholds, opts Op
 	a, err := New(db, opts)
 	require.NoError(t, err)
 	a.client = newClient(5 * time.Millisecond)
-	obs, err := a.Lane(q, th)
-	require.NoError(t, err)
-	return a, obs
+	require.NoError(t, a.Lane(q, th))
+	return a
 }
 
 func TestOneAlertAndOneRecoveryAcrossProcesses(t *testing.T) {
@@ -151,8 +150,8 @@ func TestOneAlertAndOneRecoveryAcrossProcesses(t *testing.T) {
 		hook := newWebhook(t, 2)
 		q := newQueue(t, db)
 		// Two worker processes of the same lane, on the same database.
-		a1, _ := newAlerter(t, db, q, Thresholds{Backlog: 2}, Options{WebhookURL: hook.URL + "/hook", Worker: "w1"})
-		a2, _ := newAlerter(t, db, q, Thresholds{Backlog: 2}, Options{WebhookURL: hook.URL + "/hook", Worker: "w2"})
+		a1 := newAlerter(t, db, q, Thresholds{Backlog: 2}, Options{WebhookURL: hook.URL + "/hook", Worker: "w1"})
+		a2 := newAlerter(t, db, q, Thresholds{Backlog: 2}, Options{WebhookURL: hook.URL + "/hook", Worker: "w2"})
 
 		enqueue(t, q, db, 3) // backlog 3 > 2
 		for range 3 {
@@ -204,11 +203,11 @@ func TestConditionsAndSlackPayload(t *testing.T) {
 		}))
 		defer hook.Close()
 		q := newQueue(t, db)
-		a, obs := newAlerter(t, db, q, Thresholds{FailureRate: 0.5, MinAttempts: 4, Restarts: 2},
+		a := newAlerter(t, db, q, Thresholds{FailureRate: 0.5, MinAttempts: 4, Restarts: 2},
 			Options{WebhookURL: hook.URL, Slack: true, Worker: "w1"})
-		_, err := a.Lane(q, Thresholds{})
+		err := a.Lane(q, Thresholds{})
 		assert.EqualError(t, err, "alert: lane transactional added twice")
-		_, err = a.Lane(q, Thresholds{FailureRate: 5})
+		err = a.Lane(q, Thresholds{FailureRate: 5})
 		assert.EqualError(t, err, "alert: lane transactional: failure rate threshold 5 is not a fraction between 0 and 1")
 
 		// Failure rate: 3 of 3 failed is below the minimum of 4 attempts.
@@ -224,10 +223,10 @@ func TestConditionsAndSlackPayload(t *testing.T) {
 		require.Len(t, texts, 1)
 		assert.Equal(t, "[mailspool] FIRING lane transactional failure_rate: failure rate 75.0% in the last hour, 3 of 4 (threshold 50.0%)", texts[0])
 
-		// Stuck rows, a breaker pause, and two processes that died.
+		// Stuck rows, an operator's pause, and two processes that died.
 		_, err = db.Exec(`UPDATE mail_queue SET status = ?, next_run = ? WHERE id = 5`, queue.StatusSending, now-int64(10*time.Minute/time.Millisecond))
 		require.NoError(t, err)
-		obs.BreakerFunc(queue.BreakerEvent{Lane: "transactional", Open: true, Until: time.Now().Add(time.Minute)})
+		require.NoError(t, q.Pause(ctx, "provider maintenance"))
 		for _, w := range []string{"dead1", "dead2"} {
 			_, err = db.Exec(`INSERT INTO mailspool_runs (lane, worker, started_at, seen_at, clean) VALUES ('transactional', ?, ?, ?, 0)`, w, now-60000, now-50000)
 			require.NoError(t, err)
@@ -237,7 +236,8 @@ func TestConditionsAndSlackPayload(t *testing.T) {
 		require.NoError(t, a.Check(ctx))
 		require.Len(t, texts, 4)
 		assert.Contains(t, texts, "[mailspool] FIRING lane transactional stuck: 1 rows stuck in sending past their lease")
-		assert.Contains(t, strings.Join(texts, "\n"), "[mailspool] FIRING lane transactional paused: claiming paused by the breaker")
+		assert.Contains(t, strings.Join(texts, "\n"), "[mailspool] FIRING lane transactional paused: paused by an operator since ")
+		assert.Contains(t, strings.Join(texts, "\n"), "(provider maintenance)")
 		assert.Contains(t, texts, "[mailspool] FIRING lane transactional restarting: 2 worker processes ended without a clean exit in the last hour (threshold 2)")
 
 		// A process's own run counts only once it ended without Close.
@@ -257,11 +257,11 @@ func TestWebhookSecretNeverLogged(t *testing.T) {
 		ln.Close() // nothing listens there now
 		var logs bytes.Buffer
 		q := newQueue(t, db)
-		a, obs := newAlerter(t, db, q, Thresholds{}, Options{
+		a := newAlerter(t, db, q, Thresholds{}, Options{
 			WebhookURL: "http://" + addr + "/services/T0K3N/SECRETPART", Worker: "w1",
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		})
-		obs.BreakerFunc(queue.BreakerEvent{Lane: "transactional", Open: true, Until: time.Now().Add(time.Minute)})
+		require.NoError(t, q.Pause(context.Background(), ""))
 		err = a.Check(context.Background())
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "alert: lane transactional: paused firing: alert: posting to the webhook")

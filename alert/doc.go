@@ -9,7 +9,8 @@
 //	failure_rate  last hour's failed / (sent + failed) above Thresholds.FailureRate,
 //	              once at least Thresholds.MinAttempts mails finished in the hour
 //	stuck         rows in sending more than 5 minutes past their lease (any)
-//	paused        the lane's breaker holds claiming after connection failures
+//	paused        an operator paused the lane (mailspool pause), or a worker's
+//	              breaker holds its claiming after connection failures
 //	restarting    Thresholds.Restarts or more worker processes of the lane
 //	              ended without a clean exit in the last hour
 //

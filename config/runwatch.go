@@ -63,11 +63,9 @@ func (w *watcher) lane(q *queue.Queue, l Lane) (*queue.Observer, error) {
 		obs = append(obs, m)
 	}
 	if w.alerter != nil {
-		a, err := w.alerter.Lane(q, l.Alerts)
-		if err != nil {
+		if err := w.alerter.Lane(q, l.Alerts); err != nil {
 			return nil, fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
 		}
-		obs = append(obs, a)
 	}
 	return queue.JoinObservers(obs...), nil
 }

@@ -16,7 +16,8 @@ import (
 // safe to log and to count.
 type Observer struct {
 	// ClaimFunc is called after every turn of the claim loop, including
-	// turns that found nothing to do and claims that failed.
+	// turns that found nothing to do, claims that failed, and turns that
+	// did not claim because an operator paused the lane.
 	ClaimFunc func(ClaimEvent)
 	// OutcomeFunc is called once per row whose next state the worker
 	// decided: after each send, and for rows settled without one (expired,
@@ -41,8 +42,11 @@ type Observer struct {
 // ClaimEvent is one turn of the claim loop.
 type ClaimEvent struct {
 	Lane string
-	Rows int   // rows claimed (0: nothing was due, or Err)
+	Rows int   // rows claimed (0: nothing was due, Err, or Paused)
 	Err  error // the claim failed; already logged by the worker
+	// Paused: an operator paused the lane (Queue.Pause), so the loop
+	// turned without claiming.
+	Paused bool
 }
 
 // OutcomeEvent is the decided next state of one row.

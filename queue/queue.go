@@ -55,6 +55,7 @@ type Queue struct {
 
 	table  string // quoted
 	limits string // quoted
+	lanes  string // quoted lanesTable
 
 	// For SQLite: the database file and what it was when New opened it.
 	file     string
@@ -92,6 +93,7 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	}
 	q.table = d.quote(lane.Table)
 	q.limits = d.quote(lane.Table + "_limits")
+	q.lanes = d.quote(lanesTable)
 	if d.sqlite {
 		if err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&q.file); err != nil {
 			return nil, fmt.Errorf("queue: finding the SQLite file: %w", err)

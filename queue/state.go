@@ -32,6 +32,11 @@ import (
 //	                               crashes reach maxCrashes            failed "poison"
 //	                               NotAfter passed                     failed "expired"
 //
+// Operators act only on rows no worker holds (operate.go): retry takes a
+// failed or retry row to pending at once with attempts and crashes at 0 and
+// NotAfter dropped; cancel takes a pending or retry row to failed
+// "cancelled".
+//
 // Attempt accounting. The attempts column counts the sends whose outcome
 // was recorded, except connection failures during an outage. A claim does
 // not change it: job.attempts is the stored count plus the attempt the

@@ -101,6 +101,8 @@ type Worker struct {
 	resume chan struct{}
 	// abandon is closed when Run stops waiting for outcomes to be written.
 	abandon chan struct{}
+	// paused is the operator's pause as the claim loop last read it.
+	paused pauseWatch
 
 	stats struct {
 		sync.Mutex
@@ -262,7 +264,13 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 		if pause > 0 {
 			w.log.Warn("lane paused after connection failures", "for", pause)
 			call(w.observer().BreakerFunc, BreakerEvent{Lane: w.q.lane.Name, Open: true, Until: clock.Now().Add(pause)})
+			w.holdLane(ctx, pause)
 			wait(ctx, clock, pause)
+			continue
+		}
+		if w.pausedByOperator(ctx) {
+			call(w.observer().ClaimFunc, ClaimEvent{Lane: w.q.lane.Name, Paused: true})
+			wait(ctx, clock, w.opts.PollInterval)
 			continue
 		}
 		select {
@@ -375,6 +383,7 @@ func (w *Worker) resumeLoop(ctx context.Context) {
 			return
 		case <-w.resume:
 		}
+		w.releaseLane(ctx)
 		n, err := w.q.resumeDeferred(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
