@@ -17,5 +17,5 @@
 // Labels are the lane name, the transport's URL scheme (smtp, smtps, ses,
 // sendgrid, fake), the outcome kind and the row status: a handful of values
 // each. No address, host, template or error text ever becomes a label.
-// The full list of names is in docs/OPERATING.md.
+// The full list of names is in docs/MONITORING.md.
 package metrics

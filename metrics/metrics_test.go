@@ -79,10 +79,10 @@ func (t teeReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// documented returns the metric names in the table of docs/OPERATING.md.
+// documented returns the metric names in the table of docs/MONITORING.md.
 func documented(t *testing.T) []string {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/OPERATING.md")
+	doc, err := os.ReadFile("../docs/MONITORING.md")
 	require.NoError(t, err)
 	var names []string
 	for _, m := range regexp.MustCompile("(?m)^\\| `(mailspool_[a-z_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
@@ -150,11 +150,11 @@ func TestMetricsParseAndMatchTheDocumentedNames(t *testing.T) {
 	families, body := scrape(t, admin.Handler(reg, admin.NewHealth(db, nil)))
 	names := documented(t)
 	for _, name := range names {
-		assert.Contains(t, families, name, "documented in docs/OPERATING.md but not exposed")
+		assert.Contains(t, families, name, "documented in docs/MONITORING.md but not exposed")
 	}
 	for name := range families {
 		if strings.HasPrefix(name, "mailspool_") {
-			assert.Contains(t, names, name, "exposed but not documented in docs/OPERATING.md")
+			assert.Contains(t, names, name, "exposed but not documented in docs/MONITORING.md")
 		}
 	}
 	for name, f := range families {
