@@ -9,9 +9,10 @@ import (
 // SchemaSQL returns the statements that bring table from schema version
 // from (0: the table does not exist) to SchemaVersion on store, "mysql"
 // (MySQL and MariaDB) or "sqlite": the statements Migrate runs, ending with
-// the ones that record the version in mailspool_schema, so that CheckSchema
-// and Migrate accept the result. It is for an application that applies its
-// schema with its own tool (goose, atlas, golang-migrate).
+// the shared tables (SharedTables) and the ones that record the version in
+// mailspool_schema, so that CheckSchema and Migrate accept the result. It is
+// for an application that applies its schema with its own tool (goose,
+// atlas, golang-migrate).
 func SchemaSQL(store, table string, from int) ([]string, error) {
 	var d dialect
 	switch store {
@@ -42,6 +43,9 @@ func SchemaSQL(store, table string, from int) ([]string, error) {
 		record = fmt.Sprintf(`INSERT INTO %s (tbl, version, applied_at) VALUES ('%s', %d, CAST(strftime('%%s', 'now') AS INTEGER) * 1000)
   ON CONFLICT (tbl) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`, d.quote(schemaTable), table, SchemaVersion())
 	}
+	// The shared tables (alerts, runs) are created IF NOT EXISTS: harmless
+	// to repeat for every lane.
+	out = append(out, SharedTables...)
 	return append(out, createSchemaTable(d), record), nil
 }
 
