@@ -20,8 +20,10 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/mailspool/mailspool/alert"
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/transport"
 )
 
 // DefaultDatabase is the database used when neither the database argument
@@ -46,6 +48,15 @@ const DefaultTransport = "fake://"
 //	table     = "mail_marketing"
 //	transport = "ses://default?region=eu-west-1"
 //	recipient_limit = "off"
+//
+//	# Operator classification rules of a lane, tried in order before the
+//	# built-in table (see package classify); the first match decides.
+//	[[lanes.transactional.rules]]
+//	name        = "acme-quota"
+//	code        = 552
+//	text        = "quota.*tomorrow"
+//	kind        = "temporary"
+//	retry_after = "24h"
 //
 // Secrets belong in the environment: MAILSPOOL_DATABASE replaces database,
 // MAILSPOOL_LANE_<NAME>_TRANSPORT replaces a lane's transport (NAME upper
@@ -79,7 +90,19 @@ type laneConfig struct {
 	CleanupInterval    string            `toml:"cleanup_interval"`
 	KeepSent           string            `toml:"keep_sent"`
 	KeepFailed         string            `toml:"keep_failed"`
+	Rules              []ruleConfig      `toml:"rules"`
 	Alerts             *laneAlertsConfig `toml:"alerts"`
+}
+
+// ruleConfig is one [[lanes.NAME.rules]] entry: a classify.Rule.
+type ruleConfig struct {
+	Name       string `toml:"name"`
+	Code       int    `toml:"code"`
+	Enhanced   string `toml:"enhanced"`
+	Text       string `toml:"text"`
+	Error      string `toml:"error"`
+	Kind       string `toml:"kind"`
+	RetryAfter string `toml:"retry_after"`
 }
 
 // Config is a validated configuration.
@@ -104,6 +127,7 @@ type Lane struct {
 	// Transport is the transport URL; it may hold secrets, so log it only
 	// through transport.Redact.
 	Transport string
+	Rules     *classify.Rules // the operator's classification rules (may be empty)
 	Worker    queue.WorkerOptions
 	// Alerts are the lane's alert thresholds ([lanes.NAME.alerts]), used
 	// when Config.Alerts is set.
@@ -233,6 +257,9 @@ func buildLane(name string, lc laneConfig) (Lane, error) {
 		}
 	}
 	ls.Worker = w
+	if ls.Rules, err = buildRules(lc.Rules); err != nil {
+		return fail("rules", err)
+	}
 	// Let the queue and worker check the rest now, so a bad value is
 	// reported with its lane before anything runs.
 	if err := ls.Lane.Validate(); err != nil {
@@ -242,6 +269,42 @@ func buildLane(name string, lc laneConfig) (Lane, error) {
 		return Lane{}, fmt.Errorf("config: %s: %w", key, err)
 	}
 	return ls, nil
+}
+
+// ruleKinds are the kinds an operator's rule may give, by stored name.
+var ruleKinds = map[string]transport.Kind{
+	transport.Temporary.String():  transport.Temporary,
+	transport.Permanent.String():  transport.Permanent,
+	transport.Connection.String(): transport.Connection,
+}
+
+// buildRules turns a lane's [[rules]] into classify.Rules; errors name
+// the rule.
+func buildRules(rcs []ruleConfig) (*classify.Rules, error) {
+	rules := make([]classify.Rule, len(rcs))
+	for i, rc := range rcs {
+		name := rc.Name
+		if name == "" {
+			name = fmt.Sprintf("#%d", i+1)
+		}
+		kind, ok := ruleKinds[rc.Kind]
+		if !ok {
+			return nil, fmt.Errorf("rule %s: kind %q: want temporary, permanent or connection", name, rc.Kind)
+		}
+		r := classify.Rule{Name: rc.Name, Code: rc.Code, Enhanced: rc.Enhanced, Text: rc.Text, Error: rc.Error, Kind: kind}
+		var err error
+		if rc.RetryAfter != "" {
+			if r.RetryAfter, err = ParseDuration(rc.RetryAfter); err != nil {
+				return nil, fmt.Errorf("rule %s: retry_after: %w", name, err)
+			}
+		}
+		rules[i] = r
+	}
+	rs, err := classify.NewRules(rules)
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "classify: "))
+	}
+	return rs, nil
 }
 
 // Open opens the configured database (package dburl).

@@ -183,7 +183,7 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	took := time.Since(start)
 	kind := transport.KindOf(err)
 	now := w.q.clock.Now()
-	streak, recovered := w.brk.record(kind, now)
+	streak, recovered := w.brk.record(laneFailure(kind, err), now)
 	if recovered {
 		call(w.observer().BreakerFunc, BreakerEvent{Lane: w.q.lane.Name})
 		select { // the resume loop makes the mail the outage deferred due

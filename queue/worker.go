@@ -365,13 +365,15 @@ func (w *Worker) storeFailed(h *health, err error) {
 	if h != nil {
 		h.failed(err)
 	}
+	conflict := isLockConflict(err)
 	w.count(func(s *WorkerStats) {
 		s.DBErrors++
-		if isLockConflict(err) {
+		if conflict {
 			s.Deadlocks++
 		}
 	})
-	if isLockConflict(err) {
+	if conflict {
+		w.log.Warn("database deadlock or lock wait timeout", "err", err, "deadlocks", w.Stats().Deadlocks)
 		call(w.observer().DeadlockFunc, DeadlockEvent{Lane: w.q.lane.Name, Op: w.statementOf(h)})
 	}
 }
