@@ -4,12 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
 
 // claimColumns are read for each claimed row.
-const claimColumns = `id, attempts, max_attempts, crashes, not_after, maybe_delivered, message_id,
+const claimColumns = `id, attempts, max_attempts, crashes, not_after, maybe_delivered, created_at, message_id,
   from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers`
 
 // claim takes up to n due rows for token in one short transaction and
@@ -43,6 +44,7 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		}
 		jobs = append(jobs, picked...)
 	}
+	jobs = isolateSuspects(jobs)
 	if len(jobs) == 0 {
 		return nil, tx.Commit()
 	}
@@ -62,6 +64,23 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		return nil, fmt.Errorf("queue: claim: commit: %w", err)
 	}
 	return jobs, nil
+}
+
+// isolateSuspects cuts a claim so that a row which was in a lease that
+// expired while sending (crashes > 0) is leased alone: if it is the mail
+// that kills the worker, it crashes alone and fails as poison after
+// maxCrashes, instead of taking its batch-mates down with it each time.
+// The rows cut off stay due and locked only until the claim commits.
+func isolateSuspects(jobs []*job) []*job {
+	i := slices.IndexFunc(jobs, func(j *job) bool { return j.crashes > 0 })
+	switch {
+	case i < 0:
+		return jobs
+	case i == 0:
+		return jobs[:1]
+	default:
+		return jobs[:i]
+	}
 }
 
 // pickQuery is the claim's SELECT for one status; it reads exactly the
@@ -84,7 +103,7 @@ func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64,
 		var maybe int
 		var headers string
 		m := &j.msg
-		if err := rows.Scan(&j.id, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &m.MessageID,
+		if err := rows.Scan(&j.id, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &j.createdAt, &m.MessageID,
 			&m.From.Address, &m.From.Name, &m.To.Address, &m.To.Name, &m.ReplyTo.Address, &m.ReplyTo.Name,
 			&m.Subject, &m.Text, &m.HTML, &headers); err != nil {
 			return nil, fmt.Errorf("queue: claim: reading a row: %w", err)

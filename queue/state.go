@@ -32,6 +32,11 @@ import (
 //	                               crashes reach maxCrashes            failed "poison"
 //	                               NotAfter passed                     failed "expired"
 //
+// Operators act only on rows no worker holds (operate.go): retry takes a
+// failed or retry row to pending at once with attempts and crashes at 0 and
+// NotAfter dropped; cancel takes a pending or retry row to failed
+// "cancelled".
+//
 // Attempt accounting. The attempts column counts the sends whose outcome
 // was recorded, except connection failures during an outage. A claim does
 // not change it: job.attempts is the stored count plus the attempt the
@@ -56,6 +61,9 @@ const (
 // maxLastError is the size of the last_error column.
 const maxLastError = 512
 
+// maxLastRule is the size of the last_rule column.
+const maxLastRule = 80
+
 // job is one claimed row: what a worker sends and the lease it holds.
 type job struct {
 	id             int64
@@ -65,6 +73,7 @@ type job struct {
 	crashes        int   // leases that expired while sending, before this one
 	notAfter       int64 // unix ms, 0 = none
 	maybeDelivered bool
+	createdAt      int64 // unix ms: enqueued
 	msg            transport.Message
 }
 
@@ -81,6 +90,7 @@ type rowUpdate struct {
 	hasOutcome bool
 	lastKind   string
 	lastCode   int
+	lastRule   string // the classification rule that decided the failure
 	lastError  string
 	sentAt     int64 // unix ms, 0 unless sent
 	providerID string
@@ -147,7 +157,7 @@ func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 
 // failed makes u a failure with kind and text as its outcome.
 func (u rowUpdate) failed(kind, text string) rowUpdate {
-	u.status, u.hasOutcome, u.lastKind, u.lastCode, u.lastError = StatusFailed, true, kind, 0, textclip.Prefix(text, maxLastError)
+	u.status, u.hasOutcome, u.lastKind, u.lastCode, u.lastRule, u.lastError = StatusFailed, true, kind, 0, "", textclip.Prefix(text, maxLastError)
 	return u
 }
 
@@ -164,7 +174,7 @@ func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
 	var te *transport.Error
 	var retryAfter time.Duration
 	if errors.As(r.err, &te) {
-		u.lastCode = te.Code
+		u.lastCode, u.lastRule = te.Code, textclip.Prefix(te.Rule, maxLastRule)
 		u.maybeDelivered = u.maybeDelivered || te.MaybeDelivered
 		retryAfter = te.RetryAfter
 	}

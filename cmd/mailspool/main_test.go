@@ -22,7 +22,7 @@ import (
 func mailspool(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), &env{stdout: &out, stderr: &errOut}, args)
+	code = run(context.Background(), &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut}, args)
 	return code, out.String(), errOut.String()
 }
 
@@ -96,7 +96,7 @@ recipient_limit = "2/1h"
 	// The recipient limit (2/1h) refuses a third mail to ann, with a hint.
 	_, _, _ = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--from", "noreply@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "t")
 	code, _, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--from", "noreply@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "t")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, exitRateLimited, code)
 	assert.Contains(t, stderr, "recipient rate limit exceeded")
 	assert.Contains(t, stderr, "try again in")
 
@@ -108,14 +108,15 @@ recipient_limit = "2/1h"
 	var stats []laneStats
 	require.NoError(t, json.Unmarshal([]byte(out), &stats))
 	require.Len(t, stats, 1)
-	assert.Equal(t, laneStats{Lane: "tx", Table: "mail_queue", SentLastHour: 3, FailedLastHour: 1, FailureRate: 0.25}, stats[0])
+	assert.Equal(t, laneStats{Lane: "tx", Table: "mail_queue", Stats: queue.Stats{SentLastHour: 3, FailedLastHour: 1, FailureRate: 0.25}}, stats[0])
 
 	code, out, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "2")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "status       failed, 1 of 5 attempts")
 	assert.Contains(t, out, "last outcome permanent 550: permanent: 550 5.1.1")
+	assert.Contains(t, out, "decided by   rule smtp-recipient", "show says which rule failed the mail")
 	code, _, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "99")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, exitNotFound, code)
 	assert.Contains(t, stderr, "no such mail: id 99")
 }
 
@@ -125,13 +126,14 @@ func TestSendTest(t *testing.T) {
 	assert.Contains(t, out, "sent: message id")
 
 	code, out, stderr = mailspool(t, "send-test", "--transport", "fake://?script=550", "--from", "a@example.com", "--to", "b@example.com", "--json")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, exitPermanent, code, "a permanent refusal has its own exit code")
 	var res sendTestResult
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	assert.Equal(t, "permanent", res.Kind)
 	assert.Equal(t, 550, res.Code)
 	assert.Equal(t, "5.1.1", res.Enhanced)
-	assert.Contains(t, stderr, "not sent (permanent)")
+	assert.Equal(t, "smtp-recipient", res.Rule)
+	assert.Contains(t, stderr, "not sent (permanent, rule smtp-recipient)")
 
 	code, _, stderr = mailspool(t, "send-test", "--transport", "fake://?script=ok&bogus=1", "--from", "a@example.com", "--to", "b@example.com")
 	assert.Equal(t, 1, code)

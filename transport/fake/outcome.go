@@ -34,6 +34,8 @@ func (t *Transport) outcome(ctx context.Context, f *fixture) error {
 		return classify.Error(t.block(ctx))
 	case kindStall:
 		return classify.MaybeDelivered(t.block(ctx))
+	case kindPanic:
+		panic("fake: the panic step (a scripted crash for tests)")
 	}
 	return nil
 }
@@ -70,7 +72,7 @@ func opError(op string, err error) error {
 }
 
 func closedError() error {
-	return &transport.Error{Kind: transport.Connection, Err: transport.ErrClosed}
+	return &transport.Error{Kind: transport.Connection, Rule: "transport-closed", Err: transport.ErrClosed}
 }
 
 // response is the acceptance text of an accepting fixture: the reply after
