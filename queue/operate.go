@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mailspool/mailspool/internal/textclip"
 )
 
 // ErrWrongState matches the error for a mail that an operator action does
@@ -210,7 +212,7 @@ func appendHistory(history, line string) string {
 	if history == "" {
 		lines = nil
 	}
-	lines = append(lines, truncate(line, maxHistory))
+	lines = append(lines, textclip.Prefix(line, maxHistory))
 	for len(strings.Join(lines, "\n")) > maxHistory {
 		lines = lines[1:]
 	}

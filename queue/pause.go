@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mailspool/mailspool/internal/textclip"
 )
 
 // Pause says why a lane's workers are not claiming.
@@ -32,7 +34,7 @@ func (q *Queue) Pause(ctx context.Context, reason string) error {
 		upsert = `INSERT INTO ` + q.lanes + ` (tbl, paused_at, pause_reason) VALUES (?, ?, ?)
   ON CONFLICT (tbl) DO UPDATE SET paused_at = excluded.paused_at, pause_reason = excluded.pause_reason`
 	}
-	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, q.now(), truncate(reason, maxPauseReason)); err != nil {
+	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, q.now(), textclip.Prefix(reason, maxPauseReason)); err != nil {
 		return fmt.Errorf("queue: pausing lane %s: %w", q.lane.Name, err)
 	}
 	return nil
@@ -96,7 +98,7 @@ func (q *Queue) holdByBreaker(ctx context.Context, until time.Time, reason strin
 		upsert = `INSERT INTO ` + q.lanes + ` (tbl, breaker_until, breaker_reason) VALUES (?, ?, ?)
   ON CONFLICT (tbl) DO UPDATE SET breaker_until = excluded.breaker_until, breaker_reason = excluded.breaker_reason`
 	}
-	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, ms, truncate(reason, maxPauseReason)); err != nil {
+	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, ms, textclip.Prefix(reason, maxPauseReason)); err != nil {
 		return fmt.Errorf("queue: recording lane %s's breaker: %w", q.lane.Name, err)
 	}
 	return nil
