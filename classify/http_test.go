@@ -11,6 +11,7 @@ import (
 )
 
 func TestHTTP(t *testing.T) {
+	t.Parallel()
 	jsonH := http.Header{"Content-Type": {"application/json"}}
 	htmlH := http.Header{"Content-Type": {"text/html; charset=utf-8"}}
 	textH := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
@@ -91,6 +92,7 @@ func TestHTTP(t *testing.T) {
 // for a slow machine.
 
 func TestHTTP429RetryAfterDate(t *testing.T) {
+	t.Parallel()
 	h := http.Header{"Retry-After": {time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)}}
 	te := asError(HTTP(429, h, nil))
 	require.NotNil(t, te)
@@ -99,6 +101,7 @@ func TestHTTP429RetryAfterDate(t *testing.T) {
 }
 
 func TestHTTP429RateLimitReset(t *testing.T) {
+	t.Parallel()
 	h := http.Header{"X-Ratelimit-Reset": {strconv.FormatInt(time.Now().Add(60*time.Second).Unix(), 10)}}
 	te := asError(HTTP(429, h, nil))
 	require.NotNil(t, te)
@@ -107,6 +110,7 @@ func TestHTTP429RateLimitReset(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		value string

@@ -44,6 +44,7 @@ func dial(t *testing.T, addr string) net.Conn {
 }
 
 func TestErrorRefusedOnLoopback(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -55,6 +56,7 @@ func TestErrorRefusedOnLoopback(t *testing.T) {
 }
 
 func TestErrorEOFOnLoopback(t *testing.T) {
+	t.Parallel()
 	addr := serve(t, func(c net.Conn) { c.Close() })
 	_, _, err := textproto.NewConn(dial(t, addr)).ReadResponse(220)
 	require.Error(t, err)
@@ -64,6 +66,7 @@ func TestErrorEOFOnLoopback(t *testing.T) {
 }
 
 func TestErrorTimeoutOnLoopback(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
 	addr := serve(t, func(c net.Conn) { <-hold; c.Close() })
@@ -77,6 +80,7 @@ func TestErrorTimeoutOnLoopback(t *testing.T) {
 }
 
 func TestErrorSMTPReplyOnLoopback(t *testing.T) {
+	t.Parallel()
 	addr := serve(t, func(c net.Conn) {
 		defer c.Close()
 		c.Write([]byte("550-5.1.1 The email account that you tried to reach does not exist.\r\n550 5.1.1 Please check the \"address\".\r\n"))
@@ -108,6 +112,7 @@ func quietTLSServer(t *testing.T, tune ...func(*tls.Config)) *httptest.Server {
 }
 
 func TestErrorTLSOnLoopback(t *testing.T) {
+	t.Parallel()
 	srv := quietTLSServer(t)
 	addr := srv.Listener.Addr().String()
 	trusted := x509.NewCertPool()

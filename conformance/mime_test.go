@@ -20,6 +20,7 @@ func readEML(t *testing.T, name string) []byte {
 }
 
 func TestParseMIMEGmailAlternative(t *testing.T) {
+	t.Parallel()
 	r, err := ParseMIME(readEML(t, "gmail-alternative.eml"))
 	noErr(t, err)
 	eq(t, "Grüße — 你好 ✓ über $100", r.Subject)
@@ -36,6 +37,7 @@ func TestParseMIMEGmailAlternative(t *testing.T) {
 }
 
 func TestParseMIMEThunderbirdMixed(t *testing.T) {
+	t.Parallel()
 	r, err := ParseMIME(readEML(t, "thunderbird-mixed.eml"))
 	noErr(t, err)
 	// Encoded words in two charsets next to plain words.
@@ -50,6 +52,7 @@ func TestParseMIMEThunderbirdMixed(t *testing.T) {
 }
 
 func TestParseMIMELatin1SinglePart(t *testing.T) {
+	t.Parallel()
 	r, err := ParseMIME(readEML(t, "latin1-single.eml"))
 	noErr(t, err)
 	eq(t, "Straße", r.Subject)
@@ -59,6 +62,7 @@ func TestParseMIMELatin1SinglePart(t *testing.T) {
 }
 
 func TestParseMIMESkipsLeadingAttachment(t *testing.T) {
+	t.Parallel()
 	raw := strings.ReplaceAll(`From: a@example.com
 To: b@example.com
 Subject: plain
@@ -81,6 +85,7 @@ body
 }
 
 func TestParseMIMEErrors(t *testing.T) {
+	t.Parallel()
 	for name, raw := range map[string]string{
 		"malformed header":   "not a header line\r\n\r\nx",
 		"bad from":           "From: not an address\r\n\r\nx",
@@ -103,6 +108,7 @@ func TestParseMIMEErrors(t *testing.T) {
 // TestParseMIMEGoMail round-trips the suite's own message through go-mail,
 // the library the SMTP adapter writes MIME with, in both transfer encodings.
 func TestParseMIMEGoMail(t *testing.T) {
+	t.Parallel()
 	m := intactMessage()
 	for _, enc := range []gomail.Encoding{gomail.EncodingQP, gomail.EncodingB64} {
 		t.Run(string(enc), func(t *testing.T) {

@@ -33,9 +33,10 @@ const (
 )
 
 // RunTransportTests runs the conformance suite against the adapter that
-// newHarness drives. Every case is a subtest with a stable name (see the
-// package documentation), gets a fresh Harness, runs under a watchdog and
-// sends with a context that has a deadline. A case whose scenario the
+// newHarness drives. Every case is a parallel subtest with a stable name
+// (see the package documentation), gets a fresh Harness, runs under a
+// watchdog and sends with a context that has a deadline; newHarness is
+// called from the cases' goroutines, so it must be safe for concurrent use. A case whose scenario the
 // harness does not support is skipped with the harness's reason.
 func RunTransportTests(t *testing.T, newHarness HarnessMaker) {
 	t.Helper()
@@ -65,6 +66,7 @@ type env struct {
 func (s *suite) run(t *testing.T, name string, body func(t *testing.T, e *env)) {
 	t.Helper()
 	t.Run(name, func(t *testing.T) {
+		t.Parallel()
 		stop := startWatchdog(t.Name(), s.watchdog)
 		// Cleanups run last-in first-out: the watchdog also covers the
 		// harness's and the transports' Close.

@@ -69,6 +69,7 @@ var faults = map[string]struct {
 }
 
 func TestSuiteCatchesFaults(t *testing.T) {
+	t.Parallel()
 	names := slices.Sorted(func(yield func(string) bool) {
 		for n := range faults {
 			if !yield(n) {

@@ -18,6 +18,7 @@ const watchdogChildEnv = "CONFORMANCE_WATCHDOG_CHILD"
 // checks that the watchdog kills it, naming the case and showing the stuck
 // goroutine.
 func TestWatchdog(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWatchdogChild$", "-test.v")
 	cmd.Env = append(os.Environ(), watchdogChildEnv+"=1")
 	out, err := cmd.CombinedOutput()

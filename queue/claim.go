@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -43,6 +44,7 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		}
 		jobs = append(jobs, picked...)
 	}
+	jobs = isolateSuspects(jobs)
 	if len(jobs) == 0 {
 		return nil, tx.Commit()
 	}
@@ -62,6 +64,23 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		return nil, fmt.Errorf("queue: claim: commit: %w", err)
 	}
 	return jobs, nil
+}
+
+// isolateSuspects cuts a claim so that a row which was in a lease that
+// expired while sending (crashes > 0) is leased alone: if it is the mail
+// that kills the worker, it crashes alone and fails as poison after
+// maxCrashes, instead of taking its batch-mates down with it each time.
+// The rows cut off stay due and locked only until the claim commits.
+func isolateSuspects(jobs []*job) []*job {
+	i := slices.IndexFunc(jobs, func(j *job) bool { return j.crashes > 0 })
+	switch {
+	case i < 0:
+		return jobs
+	case i == 0:
+		return jobs[:1]
+	default:
+		return jobs[:i]
+	}
 }
 
 // pickQuery is the claim's SELECT for one status; it reads exactly the

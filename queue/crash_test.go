@@ -23,6 +23,7 @@ const childDBEnv = "MAILSPOOL_TEST_CHILD_DB"
 // expired: the lost attempt is given back, counted as a crash, and the row
 // is marked maybe delivered.
 func TestKilledWorkerLosesNothing(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		lane := Lane{RecipientLimit: NoLimit}
 		q := newQueue(t, s.db, lane, nil)
@@ -113,6 +114,37 @@ func TestCrashAccounting(t *testing.T) {
 			assert.Equal(t, kindPoison, r.LastKind)
 			assert.Contains(t, r.LastError, "poison: the lease expired while sending this mail 3 times")
 		}
+	})
+}
+
+// TestCrashedRowsAreClaimedAlone: after a lease dies, each of its rows is
+// leased alone, so a mail that kills the worker crashes alone and fails as
+// poison while the batch-mates it took down once are sent.
+func TestCrashedRowsAreClaimedAlone(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{}, clock)
+		ids := enqueueN(t, q, 4)
+		jobs, err := q.claim(ctx, "dead.1", 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 4)
+		clock.Advance(time.Minute + time.Millisecond)
+		n, _, err := q.rescue(ctx, 10, nil, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
+		fresh := enqueueN(t, q, 2)
+
+		for i, id := range ids {
+			jobs, err := q.claim(ctx, "next."+strconv.Itoa(i), 10, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1, "a row that crashed before is leased alone")
+			assert.Equal(t, id, jobs[0].id)
+		}
+		jobs, err = q.claim(ctx, "next.fresh", 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 2, "rows that never crashed are still claimed together")
+		assert.Equal(t, fresh, []int64{jobs[0].id, jobs[1].id})
 	})
 }
 

@@ -1,6 +1,13 @@
 package queue
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+)
 
 func TestMySQLDialect(t *testing.T) {
 	cases := []struct {
@@ -37,5 +44,16 @@ func TestBoundedStatements(t *testing.T) {
 	}
 	if got := (dialect{sqlite: true}).bounded(sel); got != sel {
 		t.Error(got)
+	}
+}
+
+func TestIsLockConflict(t *testing.T) {
+	for err, want := range map[error]bool{
+		&mysql.MySQLError{Number: 1213}:                                  true,
+		fmt.Errorf("claim: %w", &mysql.MySQLError{Number: 1205}):         true,
+		&mysql.MySQLError{Number: 1062}:                                  false,
+		errors.New("Error 1213: Deadlock found (but not a MySQL error)"): false,
+	} {
+		assert.Equal(t, want, isLockConflict(err), err.Error())
 	}
 }

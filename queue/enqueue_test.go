@@ -15,6 +15,7 @@ import (
 )
 
 func TestEnqueueRollbackLeavesNothing(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		q := newQueue(t, s.db, Lane{}, nil)
@@ -41,6 +42,7 @@ func TestEnqueueRollbackLeavesNothing(t *testing.T) {
 }
 
 func TestEnqueueConcurrentRecipientLimit(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		lane := Lane{RecipientLimit: Limit{N: 10, Per: time.Hour}}
@@ -93,6 +95,7 @@ func enqueueInOwnTx(ctx context.Context, q *Queue, db *sql.DB) error {
 }
 
 func TestEnqueueIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		q := newQueue(t, s.db, Lane{RecipientLimit: Limit{N: 1, Per: time.Hour}}, nil)
@@ -128,6 +131,7 @@ func TestEnqueueIdempotencyKey(t *testing.T) {
 }
 
 func TestEnqueueRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		q := newQueue(t, s.db, Lane{MaxSize: 1000}, nil)
@@ -160,6 +164,7 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 }
 
 func TestEnqueueErrorInsideCommittedTxLeavesNothing(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		q := newQueue(t, s.db, Lane{RecipientLimit: Limit{N: 1, Per: time.Hour}}, nil)
@@ -178,6 +183,7 @@ func TestEnqueueErrorInsideCommittedTxLeavesNothing(t *testing.T) {
 }
 
 func TestEnqueueStoresTheFinalMessage(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		clock := newManualClock()

@@ -34,6 +34,7 @@ type Row struct {
 	// every time) or cancelled (by an operator).
 	LastKind       string `json:"last_kind,omitempty"`
 	LastCode       int    `json:"last_code,omitempty"`
+	LastRule       string `json:"last_rule,omitempty"` // the classification rule that decided the last failure
 	LastError      string `json:"last_error,omitempty"`
 	MaybeDelivered bool   `json:"maybe_delivered,omitempty"`
 	// Crashes counts the leases that expired while the mail was sending:
@@ -55,7 +56,7 @@ type Row struct {
 
 // rowColumns are read for a Row, in scanRow's order; no body.
 const rowColumns = `id, status, attempts, max_attempts, from_addr, to_addr, subject, template, message_id,
-  provider_id, last_kind, last_code, last_error, maybe_delivered, crashes, history, created_at, next_run, sent_at, not_after`
+  provider_id, last_kind, last_code, last_rule, last_error, maybe_delivered, crashes, history, created_at, next_run, sent_at, not_after`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -65,7 +66,7 @@ func scanRow(sc scanner) (Row, error) {
 	var history string
 	var created, next, sent, notAfter int64
 	if err := sc.Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &r.From, &r.To, &r.Subject, &r.Template, &r.MessageID,
-		&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastError, &maybe, &r.Crashes, &history, &created, &next, &sent, &notAfter); err != nil {
+		&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastRule, &r.LastError, &maybe, &r.Crashes, &history, &created, &next, &sent, &notAfter); err != nil {
 		return Row{}, err
 	}
 	r.Status = StatusName(status)

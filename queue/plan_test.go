@@ -16,8 +16,10 @@ import (
 // rows plus a due backlog and a deferred retry backlog on MariaDB, then asks
 // the server how it runs the claim's pick query: it must read the
 // (status, next_run, id) index range and touch about LIMIT rows, not walk
-// the primary key through the history (what the article's query does).
+// the primary key through the history (what a naive "status IN (0,3)
+// ORDER BY id" pick does).
 func TestPickQueryStaysOnTheIndex(t *testing.T) {
+	t.Parallel()
 	s := newMariaDBStore(t)
 	ctx := context.Background()
 	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
@@ -87,6 +89,7 @@ func TestPickQueryStaysOnTheIndex(t *testing.T) {
 // transaction and checks that a completion gives up after the server-side
 // bound instead of waiting the server's default 50 s with no client timeout.
 func TestCompletionIsBoundedOnTheServer(t *testing.T) {
+	t.Parallel()
 	s := newMariaDBStore(t)
 	ctx := context.Background()
 	q := newQueue(t, s.db, Lane{}, nil)

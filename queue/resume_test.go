@@ -10,6 +10,7 @@ import (
 )
 
 func TestResumeDeferredAfterAnOutage(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		clock := newManualClock()

@@ -152,6 +152,13 @@ var migrations = []migration{{
 	mysql:      []string{`ALTER TABLE %[1]s ADD COLUMN crashes TINYINT UNSIGNED NOT NULL DEFAULT 0 AFTER attempts`},
 	sqlite:     []string{`ALTER TABLE %[1]s ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0`},
 }, {
+	// Version 3: last_rule names the classification rule that decided the
+	// last failure (classify's built-in rule or "operator:NAME").
+	version:    3,
+	addsColumn: "last_rule",
+	mysql:      []string{`ALTER TABLE %[1]s ADD COLUMN last_rule VARCHAR(80) NOT NULL DEFAULT '' AFTER last_code`},
+	sqlite:     []string{`ALTER TABLE %[1]s ADD COLUMN last_rule TEXT NOT NULL DEFAULT ''`},
+}, {
 	// Operations: find mail by recipient, keep a line per operator action,
 	// pause a lane. On MySQL/MariaDB the recipient index is on a virtual
 	// column of 8 bytes of SHA-256 of the lower-cased address (fixed width,

@@ -12,6 +12,7 @@ import (
 )
 
 func TestStatsCleanupAndMigrate(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		require.NoError(t, Migrate(ctx, s.db), "Migrate is idempotent")

@@ -28,7 +28,7 @@ func mariaDBURL() string {
 	return "mysql://root@127.0.0.1:3306/test"
 }
 
-const startMariaDB = "start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql (see ../shared/MARIADB.md), or set MAILSPOOL_TEST_MYSQL"
+const startMariaDB = "start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql (see README.md, Tests), or set MAILSPOOL_TEST_MYSQL"
 
 // store is one database a test runs against.
 type store struct {

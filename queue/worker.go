@@ -359,12 +359,16 @@ func (w *Worker) storeFailed(h *health, err error) {
 	if h != nil {
 		h.failed(err)
 	}
+	conflict := isLockConflict(err)
 	w.count(func(s *WorkerStats) {
 		s.DBErrors++
-		if isLockConflict(err) {
+		if conflict {
 			s.Deadlocks++
 		}
 	})
+	if conflict {
+		w.log.Warn("database deadlock or lock wait timeout", "err", err, "deadlocks", w.Stats().Deadlocks)
+	}
 }
 
 func (w *Worker) resumeLoop(ctx context.Context) {

@@ -22,6 +22,7 @@ func validMessage() *Message {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	if err := validMessage().Validate(); err != nil {
 		t.Fatalf("valid message: %v", err)
 	}
@@ -78,6 +79,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestErrorText(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		err  *Error
 		want string
@@ -100,6 +102,7 @@ func TestErrorText(t *testing.T) {
 
 // The names are stored in the queue's last_kind column: they never change.
 func TestKindNames(t *testing.T) {
+	t.Parallel()
 	for k, want := range map[Kind]string{Sent: "sent", Temporary: "temporary", Permanent: "permanent", Connection: "connection"} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind %d String() = %q, want the stored name %q", k, got, want)
@@ -112,6 +115,7 @@ func TestKindNames(t *testing.T) {
 
 // An Error built without a kind must never read as a success.
 func TestZeroKindIsTemporary(t *testing.T) {
+	t.Parallel()
 	var k Kind
 	if k != Temporary {
 		t.Errorf("zero Kind is %v, want temporary", k)
@@ -122,6 +126,7 @@ func TestZeroKindIsTemporary(t *testing.T) {
 }
 
 func TestMuxRegisterPanics(t *testing.T) {
+	t.Parallel()
 	mustPanic := func(name string, f func()) {
 		t.Helper()
 		defer func() {
@@ -139,6 +144,7 @@ func TestMuxRegisterPanics(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"smtp://u:secret@h:587":       "smtp://u:xxxxx@h:587",
 		"smtp://u:sec%zzret@h:587/x":  "smtp://xxxxx@h:587/x",
@@ -152,6 +158,7 @@ func TestRedact(t *testing.T) {
 }
 
 func TestNewMessageID(t *testing.T) {
+	t.Parallel()
 	a, b := NewMessageID("x@shop.example"), NewMessageID("x@shop.example")
 	if a == b || !strings.HasSuffix(a, "@shop.example") {
 		t.Errorf("%q %q", a, b)

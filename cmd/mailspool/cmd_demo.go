@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +63,17 @@ func (o *outage) Send(ctx context.Context, m *transport.Message) (transport.Rece
 
 func (o *outage) Close() error { return errors.Join(o.normal.Close(), o.down.Close()) }
 
+// demo is one run of the demo command: a lane on a fresh table, on a clock
+// that runs speed times faster than real time.
+type demo struct {
+	e     *env
+	db    *sql.DB
+	lane  queue.Lane
+	clock queue.Clock
+	q     *queue.Queue
+	ids   map[string][]int64 // the rows of each demoGroup, by name
+}
+
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "demo", "[--db URL] [--speed N] [--hours H]")
 	dbURL := fs.String("db", "", "database URL (default: a new SQLite file in a temporary directory, removed afterwards)")
@@ -81,29 +93,50 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		defer os.RemoveAll(dir)
 		*dbURL = "sqlite:" + filepath.Join(dir, "demo.db")
 	}
-	db, err := dburl.Open(*dbURL)
+	d, err := openDemo(ctx, e, *dbURL, *speed)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	lane := queue.Lane{Name: "demo", Table: "mail_demo", RecipientLimit: queue.NoLimit}
-	if err := queue.Migrate(ctx, db, lane.Table); err != nil {
+	defer d.db.Close()
+	if err := d.enqueue(ctx); err != nil {
 		return err
 	}
-	clock := newScaledClock(*speed)
-	q, err := queue.New(ctx, db, lane, &queue.Options{Clock: clock})
+	sends, refused, err := d.run(ctx, time.Duration(*hours*float64(time.Hour)))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "mailspool demo: database %s, fake transport, clock %.0f× real time\n\n", transport.Redact(*dbURL), *speed)
+	fmt.Fprintf(e.stdout, "\nAfter %.1f simulated hours (%d sends, %d of them refused during the outage):\n\n", *hours, sends, refused)
+	return d.report(ctx)
+}
 
-	// Enqueue the mix in one transaction, as an application would.
-	tx, err := db.BeginTx(ctx, nil)
+// openDemo opens the database, creates the demo lane's table and the queue.
+func openDemo(ctx context.Context, e *env, dbURL string, speed float64) (*demo, error) {
+	db, err := dburl.Open(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	d := &demo{e: e, db: db, lane: queue.Lane{Name: "demo", Table: "mail_demo", RecipientLimit: queue.NoLimit},
+		clock: newScaledClock(speed), ids: map[string][]int64{}}
+	if err := queue.Migrate(ctx, db, d.lane.Table); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if d.q, err = queue.New(ctx, db, d.lane, &queue.Options{Clock: d.clock}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	fmt.Fprintf(e.stdout, "mailspool demo: database %s, fake transport, clock %.0f× real time\n\n", transport.Redact(dbURL), speed)
+	return d, nil
+}
+
+// enqueue queues the demoGroups in one transaction, as an application
+// would.
+func (d *demo) enqueue(ctx context.Context) error {
+	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	ids := map[string][]int64{}
 	for _, g := range demoGroups {
 		for i := range g.count {
 			name, tag, _ := strings.Cut(g.name, "+")
@@ -118,26 +151,32 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 				Text:    "Hello,\n\nyour order is on its way.\n",
 				HTML:    "<p>Hello,</p><p>your order is on its way.</p>",
 			}
-			id, err := q.Enqueue(ctx, tx, m, queue.Template("shipped"), queue.Delay(g.delay))
+			id, err := d.q.Enqueue(ctx, tx, m, queue.Template("shipped"), queue.Delay(g.delay))
 			if err != nil {
 				return err
 			}
-			ids[g.name] = append(ids[g.name], id)
+			d.ids[g.name] = append(d.ids[g.name], id)
 		}
-		fmt.Fprintf(e.stdout, "  queued %2d × %-26s %s\n", g.count, g.name+"@example.com", g.about)
+		fmt.Fprintf(d.e.stdout, "  queued %2d × %-26s %s\n", g.count, g.name+"@example.com", g.about)
 	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout)
+	fmt.Fprintln(d.e.stdout)
+	return nil
+}
 
-	fmt.Fprintf(e.stdout, "  the provider is down (connection refused) from +%v to +%v\n", outageFrom, outageTo)
+// run runs a worker on the fake provider, down during the outage, for the
+// given demo time, showing progress; it returns how many sends were made
+// and how many of them were refused.
+func (d *demo) run(ctx context.Context, length time.Duration) (sends, refused int, err error) {
+	fmt.Fprintf(d.e.stdout, "  the provider is down (connection refused) from +%v to +%v\n", outageFrom, outageTo)
 	tr := fake.New(&fake.Options{Recipient: true, Script: []string{"ok", "ok", "ok", "ok", "451"}, Cycle: true, Timeout: 300 * time.Millisecond})
 	down := fake.New(&fake.Options{Script: []string{"refused"}})
-	start := clock.Now()
-	provider := &outage{clock: clock, from: start.Add(outageFrom), to: start.Add(outageTo), normal: tr, down: down}
+	start := d.clock.Now()
+	provider := &outage{clock: d.clock, from: start.Add(outageFrom), to: start.Add(outageTo), normal: tr, down: down}
 	defer provider.Close()
-	w, err := queue.NewWorker(q, provider, &queue.WorkerOptions{
+	w, err := queue.NewWorker(d.q, provider, &queue.WorkerOptions{
 		// Leases are measured on the demo clock but sends take real time:
 		// at 1500× a 300 ms timeout step is 7.5 minutes of demo time, and
 		// the rescuer's default 5s would be 3 ms.
@@ -145,58 +184,65 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		CleanupInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()
+	err = d.progress(ctx, start, start.Add(length), func() int { return tr.Attempts() + down.Attempts() })
+	stop()
+	if runErr := <-done; err == nil {
+		err = runErr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return tr.Attempts() + down.Attempts(), down.Attempts(), err
+}
 
-	// Progress: one line rewritten in place on a terminal, else a line every
-	// simulated half hour.
-	end := start.Add(time.Duration(*hours * float64(time.Hour)))
-	tty := isTerminal(e.stderr)
+// progress shows the rows by status until the demo clock reaches end: one
+// line rewritten in place on a terminal, else a line every simulated half
+// hour.
+func (d *demo) progress(ctx context.Context, start, end time.Time, sends func() int) error {
+	tty := isTerminal(d.e.stderr)
 	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
 	var lastLine time.Duration = -time.Hour
-	for clock.Now().Before(end) && ctx.Err() == nil {
+	for d.clock.Now().Before(end) && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
 		}
-		counts, err := countByStatus(ctx, q)
+		counts, err := countByStatus(ctx, d.q)
 		if err != nil {
-			stop()
-			<-done
 			return err
 		}
-		elapsed := clock.Now().Sub(start).Truncate(time.Minute)
+		elapsed := d.clock.Now().Sub(start).Truncate(time.Minute)
 		line := fmt.Sprintf("  demo clock +%-8v pending %3d  sending %3d  retry %3d  sent %3d  failed %3d  (%d sends)",
-			elapsed, counts["pending"], counts["sending"], counts["retry"], counts["sent"], counts["failed"], tr.Attempts()+down.Attempts())
+			elapsed, counts["pending"], counts["sending"], counts["retry"], counts["sent"], counts["failed"], sends())
 		switch {
 		case tty:
-			fmt.Fprint(e.stderr, "\r"+line)
+			fmt.Fprint(d.e.stderr, "\r"+line)
 		case elapsed-lastLine >= 30*time.Minute:
-			fmt.Fprintln(e.stderr, line)
+			fmt.Fprintln(d.e.stderr, line)
 			lastLine = elapsed
 		}
 	}
-	tick.Stop()
-	stop()
-	if err := <-done; err != nil {
-		return err
-	}
 	if tty {
-		fmt.Fprintln(e.stderr)
+		fmt.Fprintln(d.e.stderr)
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
+	return nil
+}
 
-	fmt.Fprintf(e.stdout, "\nAfter %.1f simulated hours (%d sends, %d of them refused during the outage):\n\n", *hours, tr.Attempts()+down.Attempts(), down.Attempts())
+// report prints what became of each demoGroup, the rows by status and the
+// monitoring numbers.
+func (d *demo) report(ctx context.Context) error {
+	e := d.e
 	for _, g := range demoGroups {
 		summary := map[string]int{}
 		var example queue.Row
-		for _, id := range ids[g.name] {
-			r, err := q.Row(ctx, id)
+		for _, id := range d.ids[g.name] {
+			r, err := d.q.Row(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -213,17 +259,18 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "  %-22s last error: %s\n", "", textclip.Clip(example.LastError, 90))
 		}
 	}
-	counts, err := countByStatus(ctx, q)
+	counts, err := countByStatus(ctx, d.q)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "\nRows by status: pending %d, sending %d, retry %d, sent %d, failed %d\n\n",
 		counts["pending"], counts["sending"], counts["retry"], counts["sent"], counts["failed"])
-	s, err := q.Stats(ctx)
+	s, err := d.q.Stats(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(e.stdout, "The three monitoring numbers:")
+	lane := d.lane
 	printStats(e, laneStats{Lane: lane.Name, Table: lane.Table, Stats: s})
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/mail"
 
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
@@ -20,6 +21,7 @@ type sendTestResult struct {
 	Enhanced       string  `json:"enhanced,omitempty"`
 	RetryAfter     float64 `json:"retry_after_seconds,omitempty"`
 	MaybeDelivered bool    `json:"maybe_delivered,omitempty"`
+	Rule           string  `json:"rule,omitempty"` // the classification rule that decided
 	Error          string  `json:"error,omitempty"`
 }
 
@@ -48,6 +50,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		return usageError{fmt.Sprintf("--to %q: %v", *to, err)}
 	}
 	u := *rawURL
+	var rules *classify.Rules
 	if u == "" {
 		cfg, err := config.Load(sf.config, "")
 		if err != nil {
@@ -57,13 +60,14 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		u = l.Transport
+		u, rules = l.Transport, l.Rules
 	}
 	tr, err := openTransport(ctx, u)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
+	tr = rules.Transport(tr)
 	msg := &transport.Message{
 		From: *fromAddr, To: *toAddr, Subject: *subject,
 		Text: "This is a test mail sent by mailspool send-test through " + transport.Redact(u) + ".\n",
@@ -72,7 +76,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 	res := sendTestResult{Kind: transport.KindOf(err).String(), MessageID: receipt.MessageID, Response: receipt.Response}
 	var te *transport.Error
 	if errors.As(err, &te) {
-		res.Code, res.Enhanced, res.MaybeDelivered = te.Code, te.Enhanced, te.MaybeDelivered
+		res.Code, res.Enhanced, res.MaybeDelivered, res.Rule = te.Code, te.Enhanced, te.MaybeDelivered, te.Rule
 		res.RetryAfter = te.RetryAfter.Seconds()
 	}
 	if err != nil {
@@ -89,11 +93,16 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintln(e.stdout)
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case transport.KindOf(err) == transport.Permanent:
-		return exitError{exitPermanent, fmt.Errorf("not sent (%s): %w", res.Kind, err)}
 	}
-	return fmt.Errorf("not sent (%s): %w", res.Kind, err)
+	what := res.Kind
+	if res.Rule != "" {
+		what += ", rule " + res.Rule
+	}
+	err = fmt.Errorf("not sent (%s): %w", what, err)
+	if transport.KindOf(err) == transport.Permanent {
+		return exitError{exitPermanent, err}
+	}
+	return err
 }

@@ -98,6 +98,9 @@ func printRow(e *env, s shownMail) {
 	case r.LastKind != "":
 		fmt.Fprintf(w, "  last outcome %s: %s\n", r.LastKind, r.LastError)
 	}
+	if r.LastRule != "" {
+		fmt.Fprintf(e.stdout, "  decided by   rule %s   (mailspool classify explains a reply)\n", r.LastRule)
+	}
 	switch {
 	case r.Crashes > 0:
 		fmt.Fprintf(w, "  note         may have been delivered before: a worker stopped while sending it (lease expired %d time(s)), so it was sent again\n", r.Crashes)

@@ -35,6 +35,7 @@ var commands = []command{
 	{"cancel", "cancel pending or retrying mail by id (it fails as cancelled)", runCancel},
 	{"pause", "stop every worker of a lane from claiming (enqueue goes on)", runPause},
 	{"resume", "let a paused lane's workers claim again", runResume},
+	{"classify", "explain how a reply is classified and which rule decides it", runClassify},
 	{"stats", "print backlog, last hour's failure rate, stuck rows and pauses per lane", runStats},
 	{"check", "one line and exit 0/1/2 (ok/warning/critical) for cron or Nagios", runCheck},
 	{"cleanup", "delete old sent and failed rows now", runCleanup},

@@ -132,6 +132,13 @@ type Result struct {
 	// mail (MySQL/MariaDB only; on a shared server it includes the others'
 	// writes).
 	RedoPerMailKB float64 `json:"redo_per_mail_kb,omitempty"`
+	// WorkerCPUPerMailUS and DBCPUPerMailUS are the CPU time the workers
+	// (this process and its children) and the database server (when it
+	// runs on this machine; SQLite is in the workers) spent per mail during
+	// the drain, in microseconds: on a shared machine they move much less
+	// than mails per second.
+	WorkerCPUPerMailUS float64 `json:"worker_cpu_us_per_mail"`
+	DBCPUPerMailUS     float64 `json:"db_cpu_us_per_mail,omitempty"`
 	// SMTPConnections is how many connections the SMTP server accepted
 	// (SMTP runs only): the adapter reuses its connections across sends.
 	SMTPConnections int `json:"smtp_connections,omitempty"`
@@ -153,8 +160,9 @@ func (r *Result) Line() string {
 		"p99_enqueue_ms=" + ms(r.P99EnqueueMS), fmt.Sprintf("rss_mb=%.1f", r.RSSMB),
 		fmt.Sprintf("log_errors=%d", r.LogErrors),
 	}
+	fields = append(fields, fmt.Sprintf("worker_cpu_us_per_mail=%.0f", r.WorkerCPUPerMailUS))
 	if r.Store == "mysql" {
-		fields = append(fields, fmt.Sprintf("redo_per_mail_kb=%.2f", r.RedoPerMailKB))
+		fields = append(fields, fmt.Sprintf("db_cpu_us_per_mail=%.0f", r.DBCPUPerMailUS), fmt.Sprintf("redo_per_mail_kb=%.2f", r.RedoPerMailKB))
 	}
 	if r.Transport == "smtp" {
 		fields = append(fields, fmt.Sprintf("smtp_connections=%d", r.SMTPConnections))
@@ -236,4 +244,11 @@ func redoLSN(ctx context.Context, db *sql.DB) int64 {
 		return 0
 	}
 	return lsn
+}
+
+// cpuPerMail fills the CPU figures of r from two readings.
+func (r *Result) cpuPerMail(before, after cpuReading) {
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.Messages) }
+	r.WorkerCPUPerMailUS = per(after.self - before.self)
+	r.DBCPUPerMailUS = per(after.server - before.server)
 }

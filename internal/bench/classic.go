@@ -120,6 +120,8 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 		errs      atomic.Int64
 	)
 	lsn := redoLSN(ctx, admin)
+	cpu := newCPUClock(ctx, admin)
+	cpu0 := cpu.read()
 	start := time.Now()
 	resetPeakRSS()
 	for i := range o.Workers {
@@ -146,6 +148,7 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 	cancel()
 	wg.Wait()
 	finish(r, tr, start)
+	r.cpuPerMail(cpu0, cpu.read())
 	if lsn > 0 {
 		r.RedoPerMailKB = float64(redoLSN(ctx, admin)-lsn) / 1024 / float64(o.Messages)
 	}

@@ -77,6 +77,8 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 	}
 	var ds *drainStats
 	lsn := redoLSN(ctx, admin)
+	cpu := newCPUClock(ctx, admin)
+	cpu0 := cpu.read()
 	start := time.Now()
 	if o.Processes {
 		ds, err = drainProcesses(ctx, o, tr, sink, label)
@@ -87,6 +89,7 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 		return nil, err
 	}
 	finish(r, tr, start)
+	r.cpuPerMail(cpu0, cpu.read())
 	if lsn > 0 {
 		r.RedoPerMailKB = float64(redoLSN(ctx, admin)-lsn) / 1024 / float64(o.Messages)
 	}

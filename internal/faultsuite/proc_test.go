@@ -78,7 +78,9 @@ func startWorkerHook(t *testing.T, name, cfg string, restart bool, onExit func(*
 	w := &supervised{t: t, name: name, restart: restart, onExit: onExit, done: make(chan struct{}),
 		args:    append([]string{"worker", "--config", cfg}, args...),
 		logPath: filepath.Join(t.TempDir(), name+".log")}
+	w.mu.Lock()
 	first, err := w.spawn()
+	w.mu.Unlock()
 	if err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
@@ -87,6 +89,7 @@ func startWorkerHook(t *testing.T, name, cfg string, restart bool, onExit func(*
 	return w
 }
 
+// spawn starts a process; w.mu must be held, so that stop never misses it.
 func (w *supervised) spawn() (*process, error) {
 	logf, err := os.OpenFile(w.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -99,10 +102,8 @@ func (w *supervised) spawn() (*process, error) {
 		return nil, err
 	}
 	p := &process{cmd: cmd, exited: make(chan struct{})}
-	w.mu.Lock()
 	w.cur = p
 	w.runs = append(w.runs, p)
-	w.mu.Unlock()
 	return p, nil
 }
 
@@ -129,13 +130,14 @@ func (w *supervised) loop(p *process) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		w.mu.Lock()
-		stopping := w.stopping
-		w.mu.Unlock()
-		if stopping {
+		if w.stopping {
+			w.mu.Unlock()
 			return
 		}
 		var serr error
-		if p, serr = w.spawn(); serr != nil {
+		p, serr = w.spawn()
+		w.mu.Unlock()
+		if serr != nil {
 			w.t.Errorf("restarting %s: %v", w.name, serr)
 			return
 		}

@@ -28,8 +28,12 @@ poll_interval = "200ms"`)
 
 	var mu sync.Mutex
 	var exits, unclean, leftSending int
-	onExit := func(proc *process) {
-		held := heldBy(t, s, proc.cmd.Process.Pid)
+	onExit := func(proc *process) { // runs on the supervisor's goroutine: no t.Fatal here
+		var held int
+		if err := s.db.QueryRow("SELECT COUNT(*) FROM "+table+" WHERE status = ? AND locked_by LIKE ?",
+			sending, "%-"+itoa(proc.cmd.Process.Pid)+"-%").Scan(&held); err != nil {
+			t.Errorf("counting the rows of worker pid %d: %v", proc.cmd.Process.Pid, err)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		exits++

@@ -10,6 +10,17 @@
 // default. SQLite files are opened in WAL mode with a busy timeout and
 // BEGIN IMMEDIATE transactions, so concurrent writers wait instead of failing;
 // SQLite URLs take no parameters.
+//
+// # Drivers
+//
+// The program chooses the drivers it links. dburl links the MySQL driver
+// (github.com/go-sql-driver/mysql, whose DSN it writes) but not the SQLite
+// one: a program that opens sqlite: URLs imports its driver itself,
+//
+//	import _ "modernc.org/sqlite"
+//
+// as cmd/mailspool does in drivers.go, and a MySQL-only program does not
+// carry SQLite.
 package dburl
 
 import (
@@ -17,15 +28,19 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/mailspool/mailspool/transport"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
+// sqliteDriver is the database/sql name modernc.org/sqlite registers.
+const sqliteDriver = "sqlite"
+
 // Open opens the database rawURL names. Errors never contain the password.
+// A sqlite: URL needs the SQLite driver linked (see Drivers above).
 func Open(rawURL string) (*sql.DB, error) {
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok {
@@ -48,7 +63,10 @@ func Open(rawURL string) (*sql.DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		return sql.Open("sqlite", dsn)
+		if !slices.Contains(sql.Drivers(), sqliteDriver) {
+			return nil, fmt.Errorf("dburl: %s: this program links no SQLite driver; add import _ \"modernc.org/sqlite\"", redact(rawURL))
+		}
+		return sql.Open(sqliteDriver, dsn)
 	default:
 		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql://... or sqlite:PATH", scheme, redact(rawURL))
 	}

@@ -57,3 +57,11 @@ func TestOpenRejectsUnknownSchemes(t *testing.T) {
 	_, err = Open("mailspool.db")
 	assert.ErrorContains(t, err, "no scheme")
 }
+
+// Without the SQLite driver linked (this test binary links none), a sqlite:
+// URL fails with an error that says what to import.
+func TestOpenSQLiteWithoutDriver(t *testing.T) {
+	_, err := Open("sqlite:" + t.TempDir() + "/q.db")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `import _ "modernc.org/sqlite"`)
+}

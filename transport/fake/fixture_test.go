@@ -2,12 +2,14 @@ package fake
 
 import (
 	"context"
-	"errors"
 	"net/mail"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/mailspool/mailspool/transport"
 )
@@ -24,6 +26,7 @@ func testMessage(to string) *transport.Message {
 // TestFixtureOutcomes sends one message through every step and checks what
 // classify made of the recorded response.
 func TestFixtureOutcomes(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		kind       transport.Kind
 		code       int
@@ -58,34 +61,25 @@ func TestFixtureOutcomes(t *testing.T) {
 		w, ok := tests[step]
 		if !ok {
 			// Whether a 5.2.2 over quota is transient is classify's call.
-			if step != "gmail-552" {
-				t.Errorf("step %q has no expected outcome in this test", step)
-			}
+			assert.Equal(t, "gmail-552", step, "step %q has no expected outcome in this test", step)
 			continue
 		}
 		t.Run(step, func(t *testing.T) {
 			tr := New(&Options{Script: []string{step}, Timeout: 10 * time.Millisecond})
 			r, err := tr.Send(context.Background(), testMessage("rcpt@example.net"))
-			if got := transport.KindOf(err); got != w.kind {
-				t.Fatalf("KindOf = %s, want %s (err: %v)", got, w.kind, err)
-			}
+			require.Equal(t, w.kind, transport.KindOf(err), "KindOf (err: %v)", err)
 			if err == nil {
-				if r.MessageID == "" || r.Response != "2.0.0 OK  1733130645 d2e1a72fcca58-7258ac49b3fsi1234567b3a.220 - gsmtp" {
-					t.Errorf("Receipt = %+v, want an id and Gmail's 250 text", r)
-				}
+				assert.NotEmpty(t, r.MessageID, "Receipt: an id")
+				assert.Equal(t, "2.0.0 OK  1733130645 d2e1a72fcca58-7258ac49b3fsi1234567b3a.220 - gsmtp", r.Response, "Receipt: Gmail's 250 text")
 				return
 			}
 			var te *transport.Error
-			if !errors.As(err, &te) {
-				t.Fatalf("no *transport.Error in %v", err)
-			}
-			if te.Code != w.code || te.Enhanced != w.enhanced || te.RetryAfter != w.retryAfter || te.MaybeDelivered != w.maybe {
-				t.Errorf("got code %d enhanced %q retry %v maybe %v, want %d %q %v %v",
-					te.Code, te.Enhanced, te.RetryAfter, te.MaybeDelivered, w.code, w.enhanced, w.retryAfter, w.maybe)
-			}
-			if !strings.Contains(te.Detail, w.detail) {
-				t.Errorf("Detail = %q, want it to contain %q", te.Detail, w.detail)
-			}
+			require.ErrorAs(t, err, &te)
+			assert.Equal(t, w.code, te.Code, "code")
+			assert.Equal(t, w.enhanced, te.Enhanced, "enhanced code")
+			assert.Equal(t, w.retryAfter, te.RetryAfter, "retry after")
+			assert.Equal(t, w.maybe, te.MaybeDelivered, "maybe delivered")
+			assert.Contains(t, te.Detail, w.detail, "Detail")
 		})
 	}
 }
@@ -93,13 +87,15 @@ func TestFixtureOutcomes(t *testing.T) {
 // TestFixtureMultiLineReply checks that a multi-line fixture reaches
 // classify with CRLF line ends, as a server sends it.
 func TestFixtureMultiLineReply(t *testing.T) {
+	t.Parallel()
 	lines := strings.Split(fixtures["550"].reply, "\r\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "550-5.1.1 ") || !strings.HasPrefix(lines[3], "550 5.1.1 ") {
-		t.Errorf("reply lines = %q, want four 550 lines joined by CRLF", lines)
-	}
+	require.Len(t, lines, 4, "reply lines %q: want four 550 lines joined by CRLF", lines)
+	assert.True(t, strings.HasPrefix(lines[0], "550-5.1.1 "), "first line %q", lines[0])
+	assert.True(t, strings.HasPrefix(lines[3], "550 5.1.1 "), "last line %q", lines[3])
 }
 
 func TestParseFixtureErrors(t *testing.T) {
+	t.Parallel()
 	for name, data := range map[string]string{
 		"no blank line":    "kind: hang\n",
 		"not key value":    "kind hang\n\n",
@@ -111,13 +107,10 @@ func TestParseFixtureErrors(t *testing.T) {
 		"bad http headers": "kind: http\n\nHTTP/1.1 200 OK\nno colon\n\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			if f, err := parseFixture("x", []byte(data)); err == nil {
-				t.Errorf("parseFixture = %+v, want an error", f)
-			}
+			f, err := parseFixture("x", []byte(data))
+			assert.Error(t, err, "parseFixture = %+v, want an error", f)
 		})
 	}
 	_, err := loadFixtures(fstest.MapFS{"testdata/bad.resp": {Data: []byte("kind: nope\n\n")}})
-	if err == nil || !strings.Contains(err.Error(), "testdata/bad.resp") {
-		t.Errorf("loadFixtures error = %v, want one naming the file", err)
-	}
+	assert.ErrorContains(t, err, "testdata/bad.resp", "loadFixtures error: want one naming the file")
 }

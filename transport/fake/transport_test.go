@@ -2,12 +2,13 @@ package fake
 
 import (
 	"context"
-	"errors"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/mailspool/mailspool/transport"
 )
@@ -24,56 +25,47 @@ func sendKinds(t *testing.T, tr *Transport, to string, n int) []transport.Kind {
 }
 
 func TestScriptLastStepRepeats(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Script: []string{"421", "ok", "550"}})
 	got := sendKinds(t, tr, "rcpt@example.net", 5)
 	want := []transport.Kind{transport.Temporary, transport.Sent, transport.Permanent, transport.Permanent, transport.Permanent}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("kinds = %v, want %v", got, want)
-	}
+	assert.Equal(t, want, got, "kinds")
 }
 
 func TestScriptCycle(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Script: []string{"421", "ok", "550"}, Cycle: true})
 	got := sendKinds(t, tr, "rcpt@example.net", 5)
 	want := []transport.Kind{transport.Temporary, transport.Sent, transport.Permanent, transport.Temporary, transport.Sent}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("kinds = %v, want %v", got, want)
-	}
+	assert.Equal(t, want, got, "kinds")
 }
 
 func TestNewPanicsOnUnknownStep(t *testing.T) {
-	defer func() {
-		r := recover()
-		if err, ok := r.(error); !ok || !strings.Contains(err.Error(), `fake: unknown step "4211"`) {
-			t.Errorf("recovered %v, want an unknown step error", r)
-		}
-	}()
-	New(&Options{Script: []string{"ok", "4211"}})
+	t.Parallel()
+	assert.PanicsWithError(t, `fake: unknown step "4211" (known: `+strings.Join(stepNames(), ", ")+", and panic for crash tests)", func() {
+		New(&Options{Script: []string{"ok", "4211"}})
+	})
 }
 
 func TestReceiptMessageID(t *testing.T) {
+	t.Parallel()
 	tr := New(nil)
 	m := testMessage("rcpt@example.net")
 	r, err := tr.Send(context.Background(), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasSuffix(r.MessageID, "@example.com") {
-		t.Errorf("generated MessageID %q, want one in the sender's domain", r.MessageID)
-	}
-	if m.MessageID != "" {
-		t.Errorf("Send set the caller's MessageID to %q", m.MessageID)
-	}
-	if sent := tr.Sent(); len(sent) != 1 || sent[0].MessageID != r.MessageID {
-		t.Errorf("Sent() = %+v, want the message with the receipt's id %q", sent, r.MessageID)
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(r.MessageID, "@example.com"), "generated MessageID %q, want one in the sender's domain", r.MessageID)
+	assert.Empty(t, m.MessageID, "Send set the caller's MessageID")
+	sent := tr.Sent()
+	if assert.Len(t, sent, 1, "Sent()") {
+		assert.Equal(t, r.MessageID, sent[0].MessageID, "Sent(): the message with the receipt's id")
 	}
 	m.MessageID = "order-42@example.com"
-	if r, _ := tr.Send(context.Background(), m); r.MessageID != m.MessageID {
-		t.Errorf("Receipt.MessageID = %q, want the message's %q", r.MessageID, m.MessageID)
-	}
+	r, _ = tr.Send(context.Background(), m)
+	assert.Equal(t, m.MessageID, r.MessageID, "Receipt.MessageID is the message's")
 }
 
 func TestRecipientTags(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Recipient: true, Script: []string{"ok", "451"}, Timeout: 10 * time.Millisecond})
 	for _, c := range []struct {
 		to   string
@@ -87,13 +79,12 @@ func TestRecipientTags(t *testing.T) {
 		{"jane+550@example.com", transport.Permanent},
 	} {
 		_, err := tr.Send(context.Background(), testMessage(c.to))
-		if got := transport.KindOf(err); got != c.want {
-			t.Errorf("%s: KindOf = %s, want %s (err: %v)", c.to, got, c.want, err)
-		}
+		assert.Equal(t, c.want, transport.KindOf(err), "%s: KindOf (err: %v)", c.to, err)
 	}
 }
 
 func TestRecords(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Script: []string{"ok", "550", "ok"}})
 	m := testMessage("rcpt@example.net")
 	m.Headers = []transport.Header{{Name: "X-Campaign", Value: "spring"}}
@@ -101,28 +92,21 @@ func TestRecords(t *testing.T) {
 		_, _ = tr.Send(context.Background(), m)
 	}
 	m.Headers[0].Value = "changed by the caller"
-	if n := tr.Attempts(); n != 3 {
-		t.Errorf("Attempts() = %d, want 3", n)
-	}
+	assert.Equal(t, 3, tr.Attempts(), "Attempts()")
 	msgs, sent := tr.Messages(), tr.Sent()
-	if len(msgs) != 3 || len(sent) != 2 {
-		t.Fatalf("len(Messages()) = %d, len(Sent()) = %d, want 3 and 2", len(msgs), len(sent))
-	}
-	if v := sent[0].Headers[0].Value; v != "spring" {
-		t.Errorf("recorded header = %q, want the value at Send time", v)
-	}
+	require.Len(t, msgs, 3, "Messages()")
+	require.Len(t, sent, 2, "Sent()")
+	assert.Equal(t, "spring", sent[0].Headers[0].Value, "recorded header: the value at Send time")
 	sent[0].Headers[0].Value = "changed by the reader"
 	msgs[0].Subject = "changed by the reader"
-	if tr.Sent()[0].Headers[0].Value != "spring" || tr.Messages()[0].Subject != m.Subject {
-		t.Error("changing what Sent or Messages returned changed the records")
-	}
+	assert.Equal(t, "spring", tr.Sent()[0].Headers[0].Value, "changing what Sent returned changed the records")
+	assert.Equal(t, m.Subject, tr.Messages()[0].Subject, "changing what Messages returned changed the records")
 	tr.Reset()
-	if tr.Attempts() != 0 || len(tr.Sent()) != 0 || len(tr.Messages()) != 0 {
-		t.Error("Reset left records behind")
-	}
-	if _, err := tr.Send(context.Background(), m); err != nil {
-		t.Errorf("first Send after Reset: %v, want the script's first step (ok)", err)
-	}
+	assert.Zero(t, tr.Attempts(), "Reset left attempts behind")
+	assert.Empty(t, tr.Sent(), "Reset left Sent behind")
+	assert.Empty(t, tr.Messages(), "Reset left Messages behind")
+	_, err := tr.Send(context.Background(), m)
+	assert.NoError(t, err, "first Send after Reset: want the script's first step (ok)")
 }
 
 func TestDiscardKeepsNoCopies(t *testing.T) {
@@ -139,51 +123,43 @@ func TestDiscardKeepsNoCopies(t *testing.T) {
 }
 
 func TestFailuresBeforeAnAttempt(t *testing.T) {
+	t.Parallel()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	invalid := testMessage("not an address")
 
 	tr := New(nil)
 	_, err := tr.Send(cancelled, testMessage("rcpt@example.net"))
-	if k := transport.KindOf(err); err == nil || k == transport.Permanent {
-		t.Errorf("cancelled context: err %v (kind %s), want Temporary or Connection", err, k)
-	}
+	assert.Error(t, err, "cancelled context")
+	assert.Contains(t, []transport.Kind{transport.Temporary, transport.Connection}, transport.KindOf(err), "cancelled context: kind of %v", err)
 	_, err = tr.Send(context.Background(), invalid)
-	if !errors.Is(err, transport.ErrInvalidMessage) || transport.KindOf(err) != transport.Permanent {
-		t.Errorf("invalid message: err %v, want Permanent with the validation error", err)
-	}
-	if err := tr.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Close(); err != nil {
-		t.Errorf("second Close: %v, want nil", err)
-	}
+	assert.ErrorIs(t, err, transport.ErrInvalidMessage, "invalid message")
+	assert.Equal(t, transport.Permanent, transport.KindOf(err), "invalid message: kind of %v", err)
+	require.NoError(t, tr.Close())
+	assert.NoError(t, tr.Close(), "second Close")
 	_, err = tr.Send(context.Background(), testMessage("rcpt@example.net"))
-	if !errors.Is(err, transport.ErrClosed) || transport.KindOf(err) != transport.Connection {
-		t.Errorf("after Close: err %v, want Connection with ErrClosed", err)
-	}
-	if n := tr.Attempts(); n != 0 {
-		t.Errorf("Attempts() = %d, want 0: none of these reached a step", n)
-	}
+	assert.ErrorIs(t, err, transport.ErrClosed, "after Close")
+	assert.Equal(t, transport.Connection, transport.KindOf(err), "after Close: kind of %v", err)
+	assert.Zero(t, tr.Attempts(), "Attempts(): none of these reached a step")
 }
 
 func TestHangEnds(t *testing.T) {
+	t.Parallel()
 	t.Run("context", func(t *testing.T) {
 		tr := New(&Options{Script: []string{"hang"}})
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		_, err := tr.Send(ctx, testMessage("rcpt@example.net"))
-		if transport.KindOf(err) != transport.Connection || !strings.Contains(err.Error(), "i/o timeout") {
-			t.Errorf("err = %v, want a Connection i/o timeout", err)
-		}
+		assert.Equal(t, transport.Connection, transport.KindOf(err), "kind of %v", err)
+		assert.ErrorContains(t, err, "i/o timeout")
 	})
 	t.Run("timeout", func(t *testing.T) {
 		tr := New(&Options{Script: []string{"stall"}, Timeout: 20 * time.Millisecond})
 		_, err := tr.Send(context.Background(), testMessage("rcpt@example.net"))
 		var te *transport.Error
-		if !errors.As(err, &te) || te.Kind != transport.Temporary || !te.MaybeDelivered {
-			t.Errorf("err = %v, want Temporary and maybe delivered", err)
-		}
+		require.ErrorAs(t, err, &te)
+		assert.Equal(t, transport.Temporary, te.Kind, "kind of %v", err)
+		assert.True(t, te.MaybeDelivered, "maybe delivered: %v", err)
 	})
 	for _, step := range []string{"hang", "stall"} {
 		t.Run("close/"+step, func(t *testing.T) {
@@ -196,44 +172,35 @@ func TestHangEnds(t *testing.T) {
 			for tr.Attempts() == 0 {
 				time.Sleep(time.Millisecond)
 			}
-			if err := tr.Close(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tr.Close())
 			select {
 			case err := <-done:
-				if err == nil {
-					t.Error("Send returned nil after Close released it")
-				}
+				assert.Error(t, err, "Send returned nil after Close released it")
 			case <-time.After(5 * time.Second):
-				t.Fatal("Close did not release a Send blocked in the step")
+				require.Fail(t, "Close did not release a Send blocked in the step")
 			}
 		})
 	}
 }
 
 func TestLatency(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Latency: 30 * time.Millisecond})
 	start := time.Now()
-	if _, err := tr.Send(context.Background(), testMessage("rcpt@example.net")); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took < 30*time.Millisecond {
-		t.Errorf("Send took %v, want at least the latency", took)
-	}
+	_, err := tr.Send(context.Background(), testMessage("rcpt@example.net"))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "Send took less than the latency")
 
 	slow := New(&Options{Latency: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := slow.Send(ctx, testMessage("rcpt@example.net"))
-	if transport.KindOf(err) != transport.Connection {
-		t.Errorf("context done during the latency: err %v, want Connection (a dial timeout)", err)
-	}
-	if n := slow.Attempts(); n != 0 {
-		t.Errorf("Attempts() = %d, want 0: the step was never reached", n)
-	}
+	_, err = slow.Send(ctx, testMessage("rcpt@example.net"))
+	assert.Equal(t, transport.Connection, transport.KindOf(err), "context done during the latency: want a dial timeout (%v)", err)
+	assert.Zero(t, slow.Attempts(), "Attempts(): the step was never reached")
 }
 
 func TestConcurrentSendsConsumeTheScriptOnce(t *testing.T) {
+	t.Parallel()
 	tr := New(&Options{Script: []string{"ok", "550"}, Cycle: true})
 	var (
 		wg    sync.WaitGroup
@@ -251,9 +218,9 @@ func TestConcurrentSendsConsumeTheScriptOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if kinds[transport.Sent] != 50 || kinds[transport.Permanent] != 50 || tr.Attempts() != 100 || len(tr.Sent()) != 50 {
-		t.Errorf("kinds %v, %d attempts, %d sent; want 50 sent, 50 permanent, 100 attempts", kinds, tr.Attempts(), len(tr.Sent()))
-	}
+	assert.Equal(t, map[transport.Kind]int{transport.Sent: 50, transport.Permanent: 50}, kinds, "kinds")
+	assert.Equal(t, 100, tr.Attempts(), "attempts")
+	assert.Len(t, tr.Sent(), 50, "sent")
 }
 
 func TestPanicStep(t *testing.T) {

@@ -3,15 +3,17 @@ package fake
 import (
 	"context"
 	"net/url"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/mailspool/mailspool/transport"
 )
 
 func TestParseURL(t *testing.T) {
+	t.Parallel()
 	for raw, want := range map[string]Options{
 		"fake://":  {},
 		"fake:///": {},
@@ -21,21 +23,17 @@ func TestParseURL(t *testing.T) {
 		"fake://?cycle=false&script=hang": {Script: []string{"hang"}},
 	} {
 		u, err := url.Parse(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got, err := parseURL(u)
-		if err != nil {
-			t.Errorf("%s: %v", raw, err)
+		if !assert.NoError(t, err, raw) {
 			continue
 		}
-		if !reflect.DeepEqual(*got, want) {
-			t.Errorf("%s: got %+v, want %+v", raw, *got, want)
-		}
+		assert.Equal(t, want, *got, raw)
 	}
 }
 
 func TestOpenURLErrors(t *testing.T) {
+	t.Parallel()
 	var mux transport.Mux
 	mux.Register(Scheme, URLOpener{})
 	for raw, want := range map[string]string{
@@ -52,31 +50,24 @@ func TestOpenURLErrors(t *testing.T) {
 		tr, err := mux.OpenTransport(context.Background(), raw)
 		if err == nil {
 			_ = tr.Close()
-			t.Errorf("%s: opened, want an error containing %q", raw, want)
+		}
+		if !assert.Error(t, err, "%s: opened, want an error containing %q", raw, want) {
 			continue
 		}
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: error %q, want it to contain %q", raw, err, want)
-		}
-		if strings.Contains(err.Error(), "hunter2") {
-			t.Errorf("%s: error shows the password: %q", raw, err)
-		}
+		assert.Contains(t, err.Error(), want, raw)
+		assert.NotContains(t, err.Error(), "hunter2", "%s: error shows the password", raw)
 	}
-	if _, err := (URLOpener{}).OpenTransportURL(context.Background(), &url.URL{Scheme: "smtp"}); err == nil {
-		t.Error("opened an smtp URL, want an error")
-	}
+	_, err := (URLOpener{}).OpenTransportURL(context.Background(), &url.URL{Scheme: "smtp"})
+	assert.Error(t, err, "opened an smtp URL")
 }
 
 func TestOpenURLSends(t *testing.T) {
+	t.Parallel()
 	var mux transport.Mux
 	mux.Register(Scheme, URLOpener{})
 	tr, err := mux.OpenTransport(context.Background(), "fake://?script=550,ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tr.Close()
 	got := sendKinds(t, tr.(*Transport), "rcpt@example.net", 2)
-	if want := []transport.Kind{transport.Permanent, transport.Sent}; !reflect.DeepEqual(got, want) {
-		t.Errorf("kinds = %v, want %v", got, want)
-	}
+	assert.Equal(t, []transport.Kind{transport.Permanent, transport.Sent}, got, "kinds")
 }

@@ -38,6 +38,7 @@ func testMessage() *transport.Message {
 }
 
 func TestSendStatuses(t *testing.T) {
+	t.Parallel()
 	reset := time.Now().Add(90 * time.Second).Unix()
 	tests := []struct {
 		name       string
@@ -136,6 +137,7 @@ func TestSendStatuses(t *testing.T) {
 }
 
 func TestSendLongErrorListIsShort(t *testing.T) {
+	t.Parallel()
 	var errs []string
 	for i := range 20 {
 		errs = append(errs, `{"message":"`+strings.Repeat("problem ", 10)+strconv.Itoa(i)+`","field":"f"}`)
@@ -150,6 +152,7 @@ func TestSendLongErrorListIsShort(t *testing.T) {
 }
 
 func TestSendRequestShape(t *testing.T) {
+	t.Parallel()
 	var raw map[string]any
 	var header http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -179,6 +182,7 @@ func TestSendRequestShape(t *testing.T) {
 }
 
 func TestSendRejectsBeforeTheWire(t *testing.T) {
+	t.Parallel()
 	dup := testMessage()
 	dup.Headers = append(dup.Headers, transport.Header{Name: "list-unsubscribe", Value: "<mailto:u@example.com>"})
 	injected := testMessage()
@@ -194,6 +198,7 @@ func TestSendRejectsBeforeTheWire(t *testing.T) {
 }
 
 func TestSendAfterClose(t *testing.T) {
+	t.Parallel()
 	api := &scripted{status: http.StatusAccepted}
 	tr := api.open(t)
 	require.NoError(t, tr.Close())

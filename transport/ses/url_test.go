@@ -17,6 +17,7 @@ import (
 )
 
 func TestURLErrors(t *testing.T) {
+	t.Parallel()
 	const secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
 	var mux transport.Mux
 	mux.Register(ses.Scheme, ses.URLOpener{})
@@ -46,6 +47,7 @@ func TestURLErrors(t *testing.T) {
 }
 
 func TestOpenOptionErrors(t *testing.T) {
+	t.Parallel()
 	_, err := ses.Open(context.Background(), &ses.Options{Region: "eu-west-1", AccessKeyID: "AKIA1"})
 	assert.ErrorContains(t, err, "both an access key id and a secret")
 	_, err = ses.Open(context.Background(), &ses.Options{Region: "eu-west-1", SecretAccessKey: "only-the-secret"})

@@ -25,6 +25,7 @@ import (
 
 	"github.com/emersion/go-sasl"
 	gosmtp "github.com/emersion/go-smtp"
+	"github.com/stretchr/testify/require"
 )
 
 // The credentials the test server accepts when a script requires AUTH.
@@ -106,16 +107,12 @@ type server struct {
 func startServer(t testing.TB, sc script) *server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tcp := ln.Addr().(*net.TCPAddr)
 	s := &server{addr: tcp.String(), host: "127.0.0.1", port: tcp.Port, script: sc, done: make(chan struct{}), live: map[net.Conn]bool{}}
 	c := testCerts(t)
 	s.caFile = filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(s.caFile, c.caPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(s.caFile, c.caPEM, 0o600))
 
 	s.srv = gosmtp.NewServer(s)
 	s.srv.Domain = "mx.test"
@@ -447,9 +444,7 @@ var (
 func testCerts(t testing.TB) certs {
 	t.Helper()
 	certsOnce.Do(func() { certsVal, certsErr = makeCerts() })
-	if certsErr != nil {
-		t.Fatal(certsErr)
-	}
+	require.NoError(t, certsErr)
 	return certsVal
 }
 

@@ -4,10 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wneessen/go-mail/smtp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	mailsmtp "github.com/wneessen/go-mail/smtp"
 )
 
 func TestResolveDefaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		opts Options
 		addr string
@@ -18,46 +21,42 @@ func TestResolveDefaults(t *testing.T) {
 		{Options{TLS: NoTLS}, "mail.example.com:587", NoTLS},
 	} {
 		c, err := resolve("mail.example.com", 0, tc.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.addr != tc.addr || c.tlsMode != tc.mode {
-			t.Errorf("%+v: addr %s mode %s, want %s %s", tc.opts, c.addr, c.tlsMode, tc.addr, tc.mode)
-		}
-		if c.timeout != DefaultTimeout || c.idleTimeout != DefaultIdleTimeout || c.pool != DefaultPool || c.helo == "" {
-			t.Errorf("defaults not applied: %+v", c)
-		}
-		if (c.tls == nil) != (tc.mode == NoTLS) {
-			t.Errorf("%s: tls config %v", tc.mode, c.tls)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, tc.addr, c.addr, "%+v: addr", tc.opts)
+		assert.Equal(t, tc.mode, c.tlsMode, "%+v: mode", tc.opts)
+		assert.Equal(t, DefaultTimeout, c.timeout, "default timeout")
+		assert.Equal(t, DefaultIdleTimeout, c.idleTimeout, "default idle timeout")
+		assert.Equal(t, DefaultPool, c.pool, "default pool")
+		assert.NotEmpty(t, c.helo, "default helo")
+		assert.Equal(t, tc.mode == NoTLS, c.tls == nil, "%s: tls config %v", tc.mode, c.tls)
 	}
 	c, err := resolve("::1", 2525, Options{Timeout: time.Second, ServerName: "mx.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.addr != "[::1]:2525" || c.timeout != time.Second || c.tls.ServerName != "mx.test" {
-		t.Errorf("got addr %s timeout %v server name %s", c.addr, c.timeout, c.tls.ServerName)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "[::1]:2525", c.addr)
+	assert.Equal(t, time.Second, c.timeout)
+	assert.Equal(t, "mx.test", c.tls.ServerName)
 }
 
 // TestAuthRefusesPlaintext: credentials go out only over TLS, unless the
 // transport was opened with tls=none to a loopback host.
 func TestAuthRefusesPlaintext(t *testing.T) {
-	plain := &smtp.ServerInfo{Name: "mail.example.com", TLS: false, Auth: []string{"PLAIN", "LOGIN"}}
+	t.Parallel()
+	plain := &mailsmtp.ServerInfo{Name: "mail.example.com", TLS: false, Auth: []string{"PLAIN", "LOGIN"}}
 	a := &auth{username: "u", password: "p"}
-	if _, _, err := a.Start(plain); err != errAuthNeedsTLS {
-		t.Errorf("Start without TLS: %v, want errAuthNeedsTLS", err)
-	}
+	_, _, err := a.Start(plain)
+	assert.Equal(t, errAuthNeedsTLS, err, "Start without TLS")
 	a.allowPlaintext = true
-	if mech, resp, err := a.Start(plain); err != nil || mech != "PLAIN" || string(resp) != "\x00u\x00p" {
-		t.Errorf("Start with plaintext allowed: %q %q %v", mech, resp, err)
+	mech, resp, err := a.Start(plain)
+	if assert.NoError(t, err, "Start with plaintext allowed") {
+		assert.Equal(t, "PLAIN", mech, "Start with plaintext allowed")
+		assert.Equal(t, "\x00u\x00p", string(resp), "Start with plaintext allowed")
 	}
-	secure := &smtp.ServerInfo{Name: "mail.example.com", TLS: true, Auth: []string{"CRAM-MD5", "LOGIN"}}
-	if mech, _, err := (&auth{username: "u", password: "p"}).Start(secure); err != nil || mech != "LOGIN" {
-		t.Errorf("Start with LOGIN only: %q %v", mech, err)
+	secure := &mailsmtp.ServerInfo{Name: "mail.example.com", TLS: true, Auth: []string{"CRAM-MD5", "LOGIN"}}
+	mech, _, err = (&auth{username: "u", password: "p"}).Start(secure)
+	if assert.NoError(t, err, "Start with LOGIN only") {
+		assert.Equal(t, "LOGIN", mech, "Start with LOGIN only")
 	}
-	none := &smtp.ServerInfo{Name: "mail.example.com", TLS: true, Auth: []string{"CRAM-MD5"}}
-	if _, _, err := (&auth{username: "u", password: "p"}).Start(none); err != errNoAuthMechanism {
-		t.Errorf("Start with no known mechanism: %v, want errNoAuthMechanism", err)
-	}
+	none := &mailsmtp.ServerInfo{Name: "mail.example.com", TLS: true, Auth: []string{"CRAM-MD5"}}
+	_, _, err = (&auth{username: "u", password: "p"}).Start(none)
+	assert.Equal(t, errNoAuthMechanism, err, "Start with no known mechanism")
 }

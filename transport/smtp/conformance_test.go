@@ -7,5 +7,6 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conformance.RunTransportTests(t, newHarness)
 }

@@ -6,44 +6,42 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/mailspool/mailspool/transport"
 )
 
 // eventually polls cond for up to 5 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	require.Eventually(t, cond, 5*time.Second, 10*time.Millisecond, "after 5s: %s", what)
 }
 
 func TestConsecutiveSendsReuseOneConnection(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	tr := open(t, s.url(""))
 	for i := range 5 {
-		if _, err := send(t, tr, message()); err != nil {
-			t.Fatalf("send %d: %v", i, err)
-		}
+		_, err := send(t, tr, message())
+		require.NoError(t, err, "send %d", i)
 	}
 	conns, _, _ := s.connStats()
 	_, auths, mails, rcpts, _ := s.counts()
-	if conns != 1 || auths != 1 || mails != 5 || rcpts != 5 || len(s.mail()) != 5 {
-		t.Errorf("server saw %d connections, %d AUTH, %d MAIL, %d RCPT, %d mails; want 1, 1, 5, 5, 5",
-			conns, auths, mails, rcpts, len(s.mail()))
-	}
+	assert.Equal(t, 1, conns, "connections")
+	assert.Equal(t, 1, auths, "AUTH")
+	assert.Equal(t, 5, mails, "MAIL FROM")
+	assert.Equal(t, 5, rcpts, "RCPT TO")
+	assert.Len(t, s.mail(), 5, "mails accepted")
 	for i, m := range s.mail() {
-		if len(m.to) != 1 {
-			t.Errorf("mail %d had recipients %q: state leaked between transactions", i, m.to)
-		}
+		assert.Len(t, m.to, 1, "mail %d had recipients %q: state leaked between transactions", i, m.to)
 	}
 }
 
 // TestErrorDiscardsTheSession: after any failure the connection is closed
 // and the next message goes out on a fresh one.
 func TestErrorDiscardsTheSession(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		at   stage
@@ -57,16 +55,14 @@ func TestErrorDiscardsTheSession(t *testing.T) {
 			s := startServer(t, script{})
 			tr := open(t, s.url(""))
 			s.set(tc.at, tc.a)
-			if _, err := send(t, tr, message()); err == nil {
-				t.Fatal("first send succeeded, want the scripted failure")
-			}
+			_, err := send(t, tr, message())
+			require.Error(t, err, "first send succeeded, want the scripted failure")
 			s.set(tc.at, action{})
-			if _, err := send(t, tr, message()); err != nil {
-				t.Fatalf("send after a failure: %v", err)
-			}
-			if conns, closed, _ := s.connStats(); conns != 2 || closed < 1 {
-				t.Errorf("server saw %d connections, %d closed; want 2, the first closed", conns, closed)
-			}
+			_, err = send(t, tr, message())
+			require.NoError(t, err, "send after a failure")
+			conns, closed, _ := s.connStats()
+			assert.Equal(t, 2, conns, "connections")
+			assert.GreaterOrEqual(t, closed, 1, "closed connections: the first one")
 		})
 	}
 }
@@ -75,40 +71,37 @@ func TestErrorDiscardsTheSession(t *testing.T) {
 // connection costs a redial, not a failed message, and not a second
 // transaction.
 func TestDeadPooledConnectionIsReplaced(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	tr := open(t, s.url(""))
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatal(err)
-	}
+	_, err := send(t, tr, message())
+	require.NoError(t, err)
 	s.dropAll()
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatalf("send after the server dropped the idle connection: %v", err)
-	}
+	_, err = send(t, tr, message())
+	require.NoError(t, err, "send after the server dropped the idle connection")
 	conns, _, _ := s.connStats()
-	if _, _, mails, _, _ := s.counts(); conns != 2 || mails != 2 {
-		t.Errorf("server saw %d connections and %d MAIL FROM, want 2 and 2", conns, mails)
-	}
+	_, _, mails, _, _ := s.counts()
+	assert.Equal(t, 2, conns, "connections")
+	assert.Equal(t, 2, mails, "MAIL FROM")
 }
 
 func TestIdleConnectionIsClosed(t *testing.T) {
 	s := startServer(t, script{})
 	tr := open(t, s.url("idle_timeout=100ms"))
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatal(err)
-	}
+	_, err := send(t, tr, message())
+	require.NoError(t, err)
 	eventually(t, "the idle connection is still open", func() bool {
 		_, closed, _ := s.connStats()
 		return closed == 1
 	})
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatalf("send after the idle close: %v", err)
-	}
-	if conns, _, _ := s.connStats(); conns != 2 {
-		t.Errorf("server saw %d connections, want 2", conns)
-	}
+	_, err = send(t, tr, message())
+	require.NoError(t, err, "send after the idle close")
+	conns, _, _ := s.connStats()
+	assert.Equal(t, 2, conns, "connections")
 }
 
 func TestPoolBoundsOpenConnections(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url("pool=2"))
 	var wg sync.WaitGroup
@@ -122,16 +115,11 @@ func TestPoolBoundsOpenConnections(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 	}
-	if _, _, maxLive := s.connStats(); maxLive > 2 {
-		t.Errorf("server saw %d connections open at once, want at most pool=2", maxLive)
-	}
-	if n := len(s.mail()); n != 16 {
-		t.Errorf("server accepted %d mails, want 16", n)
-	}
+	_, _, maxLive := s.connStats()
+	assert.LessOrEqual(t, maxLive, 2, "connections open at once, want at most pool=2")
+	assert.Len(t, s.mail(), 16, "mails accepted")
 }
 
 // TestWaitForPoolHonoursContext: a Send waiting for a busy pool gives up
@@ -153,52 +141,44 @@ func TestWaitForPoolHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := tr.Send(ctx, message())
-	if k := transport.KindOf(err); err == nil || k == transport.Permanent {
-		t.Errorf("got %v (%s), want a temporary or connection error", err, k)
-	}
-	if _, _, mails, _, _ := s.counts(); mails != 1 {
-		t.Errorf("server saw %d MAIL FROM, want only the first send's", mails)
-	}
+	assert.Error(t, err)
+	assert.Contains(t, []transport.Kind{transport.Temporary, transport.Connection}, transport.KindOf(err), "kind of %v", err)
+	_, _, mails, _, _ := s.counts()
+	assert.Equal(t, 1, mails, "MAIL FROM: only the first send's")
 	stopFirst()
 	<-busy
 }
 
 func TestCloseQuitsIdleConnections(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_, err := send(t, tr, message())
+	require.NoError(t, err)
+	require.NoError(t, tr.Close())
 	eventually(t, "the idle connection outlived Close", func() bool {
 		_, closed, _ := s.connStats()
 		return closed == 1
 	})
-	_, err := send(t, tr, message())
-	if k := transport.KindOf(err); k != transport.Connection {
-		t.Errorf("Send after Close: %v (%s), want a connection error", err, k)
-	}
+	_, err = send(t, tr, message())
+	assert.Equal(t, transport.Connection, transport.KindOf(err), "Send after Close: %v", err)
+	assert.ErrorIs(t, err, transport.ErrClosed, "Send after Close")
 }
 
 // TestEndedContextKeepsThePooledConnection: a Send whose context already
 // ended fails without costing the pool its healthy connection.
 func TestEndedContextKeepsThePooledConnection(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatal(err)
-	}
+	_, err := send(t, tr, message())
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := tr.Send(ctx, message()); transport.KindOf(err) != transport.Temporary {
-		t.Errorf("send with a cancelled context: %v, want temporary", err)
-	}
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatal(err)
-	}
-	if conns, _, _ := s.connStats(); conns != 1 {
-		t.Errorf("server saw %d connections, want the first one reused", conns)
-	}
+	_, err = tr.Send(ctx, message())
+	assert.Equal(t, transport.Temporary, transport.KindOf(err), "send with a cancelled context: %v", err)
+	_, err = send(t, tr, message())
+	require.NoError(t, err)
+	conns, _, _ := s.connStats()
+	assert.Equal(t, 1, conns, "connections: the first one reused")
 }

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/mailspool/mailspool/conformance"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/smtp"
@@ -19,66 +22,64 @@ import (
 // TestNoSTARTTLSGetsNoCredentialsAndNoMail: a server (or a man in the
 // middle) that does not offer STARTTLS never sees AUTH, MAIL FROM or DATA.
 func TestNoSTARTTLSGetsNoCredentialsAndNoMail(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{tls: noTLS, auth: []string{"PLAIN", "LOGIN"}})
 	tr := open(t, "smtp://"+urlUser(testUser, testPassword)+s.addr)
 	_, err := send(t, tr, message())
-	if te := classified(t, err); te.Kind != transport.Connection || te.MaybeDelivered {
-		t.Errorf("got %v, want a connection error", err)
-	}
-	if _, auths, mails, _, datas := s.counts(); auths+mails+datas != 0 {
-		t.Errorf("server saw %d AUTH, %d MAIL FROM, %d DATA without TLS, want none", auths, mails, datas)
-	}
+	te := classified(t, err)
+	assert.Equal(t, transport.Connection, te.Kind, "kind of %v", err)
+	assert.False(t, te.MaybeDelivered, "maybe delivered (%v)", err)
+	_, auths, mails, _, datas := s.counts()
+	assert.Zero(t, auths, "AUTH without TLS")
+	assert.Zero(t, mails, "MAIL FROM without TLS")
+	assert.Zero(t, datas, "DATA without TLS")
 }
 
 func TestUntrustedCertificateGetsNothing(t *testing.T) {
+	t.Parallel()
 	for name, mode := range map[string]serverTLS{"starttls": untrustedTLS, "implicit": implicitUntrust} {
 		t.Run(name, func(t *testing.T) {
 			s := startServer(t, script{tls: mode, auth: []string{"PLAIN"}})
 			tr := open(t, s.url(""))
 			_, err := send(t, tr, message())
-			if te := classified(t, err); te.Kind != transport.Connection || !strings.Contains(te.Detail, "certificate") {
-				t.Errorf("got %v, want a connection error about the certificate", err)
-			}
-			if _, auths, mails, _, _ := s.counts(); auths+mails != 0 {
-				t.Errorf("server saw %d AUTH and %d MAIL FROM, want none", auths, mails)
-			}
+			te := classified(t, err)
+			assert.Equal(t, transport.Connection, te.Kind, "kind of %v", err)
+			assert.Contains(t, te.Detail, "certificate", "want an error about the certificate")
+			_, auths, mails, _, _ := s.counts()
+			assert.Zero(t, auths, "AUTH")
+			assert.Zero(t, mails, "MAIL FROM")
 		})
 	}
 }
 
 func TestServerNameIsVerified(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
-	if _, err := send(t, open(t, s.url("server_name=mx.test")), message()); err != nil {
-		t.Errorf("server_name matching the certificate: %v", err)
-	}
-	_, err := send(t, open(t, s.url("server_name=other.example")), message())
-	if k := transport.KindOf(err); k != transport.Connection {
-		t.Errorf("server_name not in the certificate: %v (%s), want a connection error", err, k)
-	}
-	if _, _, mails, _, _ := s.counts(); mails != 1 {
-		t.Errorf("server saw %d MAIL FROM, want 1", mails)
-	}
+	_, err := send(t, open(t, s.url("server_name=mx.test")), message())
+	assert.NoError(t, err, "server_name matching the certificate")
+	_, err = send(t, open(t, s.url("server_name=other.example")), message())
+	assert.Equal(t, transport.Connection, transport.KindOf(err), "server_name not in the certificate: %v", err)
+	_, _, mails, _, _ := s.counts()
+	assert.Equal(t, 1, mails, "MAIL FROM")
 }
 
 func TestPlaintextCredentialsOnlyToLoopback(t *testing.T) {
+	t.Parallel()
 	u, _ := url.Parse("smtp://" + urlUser(testUser, testPassword) + "mail.example.com?tls=none")
 	_, err := smtp.URLOpener{}.OpenTransportURL(context.Background(), u)
-	if err == nil || !strings.Contains(err.Error(), "in clear") {
-		t.Errorf("tls=none with a password to a remote host: %v, want refused", err)
-	}
-	if err != nil && strings.Contains(err.Error(), testPassword) {
-		t.Error("the error shows the password")
+	if assert.ErrorContains(t, err, "in clear", "tls=none with a password to a remote host: want refused") {
+		assert.False(t, strings.Contains(err.Error(), testPassword), "the error shows the password")
 	}
 
 	s := startServer(t, script{tls: noTLS, auth: []string{"PLAIN"}})
-	if _, err := send(t, open(t, s.url("")), message()); err != nil {
-		t.Errorf("tls=none with a password to 127.0.0.1: %v", err)
-	}
+	_, err = send(t, open(t, s.url("")), message())
+	assert.NoError(t, err, "tls=none with a password to 127.0.0.1")
 }
 
 // TestInjectionIsRefusedBeforeConnecting: CR or LF in any header field or
 // address makes Send fail as Permanent without touching the server.
 func TestInjectionIsRefusedBeforeConnecting(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	for name, edit := range map[string]func(m *transport.Message){
@@ -98,20 +99,19 @@ func TestInjectionIsRefusedBeforeConnecting(t *testing.T) {
 			m := message()
 			edit(m)
 			_, err := send(t, tr, m)
-			if !errors.Is(err, transport.ErrInvalidMessage) || transport.KindOf(err) != transport.Permanent {
-				t.Errorf("got %v (%s), want a permanent invalid-message error", err, transport.KindOf(err))
-			}
+			assert.ErrorIs(t, err, transport.ErrInvalidMessage)
+			assert.Equal(t, transport.Permanent, transport.KindOf(err), "kind of %v", err)
 		})
 	}
-	if conns, _, _ := s.connStats(); conns != 0 {
-		t.Errorf("server saw %d connections, want none", conns)
-	}
+	conns, _, _ := s.connStats()
+	assert.Zero(t, conns, "connections")
 }
 
 // TestValidButHostileFieldsStayInTheirField: what Validate lets through
 // (header-like text, commas and angle brackets in names, tabs) reaches the
 // server as data, for exactly one recipient.
 func TestValidButHostileFieldsStayInTheirField(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	m := message()
@@ -119,64 +119,48 @@ func TestValidButHostileFieldsStayInTheirField(t *testing.T) {
 	m.From.Name = `Shop" <victim@example.org>`
 	m.Subject = "Bcc: victim@example.org\tRCPT TO:<victim@example.org>"
 	m.Headers = []transport.Header{{Name: "X-Note", Value: "Bcc: victim@example.org, <victim@example.org>"}}
-	if _, err := send(t, tr, m); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, rcpts, _ := s.counts(); rcpts != 1 {
-		t.Errorf("server saw %d RCPT TO, want 1", rcpts)
-	}
+	_, err := send(t, tr, m)
+	require.NoError(t, err)
+	_, _, _, rcpts, _ := s.counts()
+	assert.Equal(t, 1, rcpts, "RCPT TO")
 	got := s.mail()[0]
-	if len(got.to) != 1 || got.to[0] != m.To.Address {
-		t.Errorf("envelope recipients %q, want only %q", got.to, m.To.Address)
-	}
+	assert.Equal(t, []string{m.To.Address}, got.to, "envelope recipients")
 	r, err := conformance.ParseMIME(got.raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.To) != 1 || r.To[0] != m.To.Address || r.ToName != m.To.Name {
-		t.Errorf("To header %q name %q, want one address with the name kept", r.To, r.ToName)
-	}
-	if r.FromName != m.From.Name || r.Subject != m.Subject || r.Header.Get("X-Note") != m.Headers[0].Value {
-		t.Errorf("From name %q, Subject %q, X-Note %q: not as sent", r.FromName, r.Subject, r.Header.Get("X-Note"))
-	}
-	if v := r.Header.Values("Bcc"); len(v) != 0 {
-		t.Errorf("a Bcc header arrived: %q", v)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, []string{m.To.Address}, r.To, "To header: one address")
+	assert.Equal(t, m.To.Name, r.ToName, "To name kept")
+	assert.Equal(t, m.From.Name, r.FromName, "From name as sent")
+	assert.Equal(t, m.Subject, r.Subject, "Subject as sent")
+	assert.Equal(t, m.Headers[0].Value, r.Header.Get("X-Note"), "X-Note as sent")
+	assert.Empty(t, r.Header.Values("Bcc"), "a Bcc header arrived")
 }
 
 // TestNoSMTPSmuggling: a body with bare-LF dot lines and SMTP commands in
 // it arrives as one message with its text intact, and the server sees one
 // transaction.
 func TestNoSMTPSmuggling(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	m := message()
 	m.Text = "hello\n.\nMAIL FROM:<evil@example.org>\nRCPT TO:<victim@example.org>\nDATA\nSubject: smuggled\n\nowned\n.\r\n" +
 		"QUIT\r\n.\r\nand\n.\r\n..\nend\n"
-	if _, err := send(t, tr, m); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_, err := send(t, tr, m)
+	require.NoError(t, err)
+	require.NoError(t, tr.Close())
 	eventually(t, "the server still has the connection open", func() bool {
 		_, closed, _ := s.connStats()
 		return closed == 1
 	})
-	if _, _, mails, rcpts, datas := s.counts(); mails != 1 || rcpts != 1 || datas != 1 {
-		t.Errorf("server saw %d MAIL FROM, %d RCPT TO, %d DATA; want one transaction", mails, rcpts, datas)
-	}
+	_, _, mails, rcpts, datas := s.counts()
+	assert.Equal(t, 1, mails, "MAIL FROM: one transaction")
+	assert.Equal(t, 1, rcpts, "RCPT TO: one transaction")
+	assert.Equal(t, 1, datas, "DATA: one transaction")
 	got := s.mail()
-	if len(got) != 1 {
-		t.Fatalf("server accepted %d mails, want 1", len(got))
-	}
+	require.Len(t, got, 1, "mails accepted")
 	r, err := conformance.ParseMIME(got[0].raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := strings.ReplaceAll(m.Text, "\r\n", "\n"); r.Text != want {
-		t.Errorf("text arrived as %q, want %q", r.Text, want)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, strings.ReplaceAll(m.Text, "\r\n", "\n"), r.Text, "text as it arrived")
 }
 
 // TestPasswordNeverShown: in every error a wrong setup or a failing server
@@ -206,10 +190,9 @@ func TestPasswordNeverShown(t *testing.T) {
 		"smtp://" + user + "mail.example.com/path",
 		"smtp://" + user + "[::1",
 	} {
-		if _, err := mux.OpenTransport(context.Background(), raw); err != nil {
+		_, err := mux.OpenTransport(context.Background(), raw)
+		if assert.Error(t, err, "%s opened, want an error", transport.Redact(raw)) {
 			errs = append(errs, err)
-		} else {
-			t.Errorf("%s opened, want an error", transport.Redact(raw))
 		}
 	}
 	for _, sc := range []script{
@@ -225,18 +208,14 @@ func TestPasswordNeverShown(t *testing.T) {
 			u = "smtp://" + user + s.addr
 		}
 		tr, err := mux.OpenTransport(context.Background(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = tr.Send(ctx, message())
 		cancel()
 		_ = tr.Close()
-		if err == nil {
-			t.Errorf("send succeeded with the wrong password")
-			continue
+		if assert.Error(t, err, "send succeeded with the wrong password") {
+			errs = append(errs, err)
 		}
-		errs = append(errs, err)
 	}
 	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret)}
 	for _, err := range errs {
@@ -248,18 +227,13 @@ func TestPasswordNeverShown(t *testing.T) {
 		}
 		for _, text := range texts {
 			for _, f := range forms {
-				if strings.Contains(text, f) {
-					t.Errorf("an error shows the password: %s", strings.ReplaceAll(text, f, "<secret>"))
-				}
+				// Not assert.NotContains: its message would print the password.
+				assert.False(t, strings.Contains(text, f), "an error shows the password: %s", strings.ReplaceAll(text, f, "<secret>"))
 			}
 		}
 	}
 	for _, f := range forms {
-		if strings.Contains(logs.String(), f) {
-			t.Error("a log line shows the password")
-		}
+		assert.False(t, strings.Contains(logs.String(), f), "a log line shows the password")
 	}
-	if logs.Len() != 0 {
-		t.Errorf("the transport logged: %q", logs.String())
-	}
+	assert.Zero(t, logs.Len(), "the transport logged: %q", logs.String())
 }

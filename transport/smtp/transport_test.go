@@ -2,12 +2,14 @@ package smtp_test
 
 import (
 	"context"
-	"errors"
 	"net/mail"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/mailspool/mailspool/conformance"
 	"github.com/mailspool/mailspool/transport"
@@ -18,13 +20,9 @@ import (
 func open(t testing.TB, rawURL string) transport.Transport {
 	t.Helper()
 	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tr, err := smtp.URLOpener{}.OpenTransportURL(context.Background(), u)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
+	require.NoError(t, err, "open")
 	t.Cleanup(func() { _ = tr.Close() })
 	return tr
 }
@@ -52,89 +50,66 @@ func send(t testing.TB, tr transport.Transport, m *transport.Message) (transport
 func classified(t testing.TB, err error) *transport.Error {
 	t.Helper()
 	var te *transport.Error
-	if !errors.As(err, &te) {
-		t.Fatalf("error %v (%T) carries no *transport.Error", err, err)
-	}
+	require.ErrorAs(t, err, &te, "error %v (%T) carries no *transport.Error", err, err)
 	return te
 }
 
 func TestSendAcceptedOverSTARTTLSWithAuth(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	tr := open(t, s.url(""))
 	m := message()
 	rc, err := send(t, tr, m)
-	if err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	if rc.MessageID != m.MessageID {
-		t.Errorf("receipt message id %q, want %q", rc.MessageID, m.MessageID)
-	}
-	if rc.Response != "2.0.0 OK: queued as Q1" {
-		t.Errorf("receipt response %q, want the 250 text", rc.Response)
-	}
+	require.NoError(t, err, "send")
+	assert.Equal(t, m.MessageID, rc.MessageID, "receipt message id")
+	assert.Equal(t, "2.0.0 OK: queued as Q1", rc.Response, "receipt response: the 250 text")
 	got := s.mail()
-	if len(got) != 1 {
-		t.Fatalf("server accepted %d mails, want 1", len(got))
-	}
-	if got[0].from != "shop@example.com" || len(got[0].to) != 1 || got[0].to[0] != "zhang@example.net" {
-		t.Errorf("envelope from %q to %q", got[0].from, got[0].to)
-	}
+	require.Len(t, got, 1, "mails the server accepted")
+	assert.Equal(t, "shop@example.com", got[0].from, "envelope from")
+	assert.Equal(t, []string{"zhang@example.net"}, got[0].to, "envelope to")
 	parsed, err := conformance.ParseMIME(got[0].raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if parsed.Header.Get("Message-Id") != "<"+m.MessageID+">" || parsed.Subject != m.Subject {
-		t.Errorf("received Message-Id %q subject %q", parsed.Header.Get("Message-Id"), parsed.Subject)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "<"+m.MessageID+">", parsed.Header.Get("Message-Id"), "received Message-Id")
+	assert.Equal(t, m.Subject, parsed.Subject, "received subject")
 }
 
 func TestSendImplicitTLS(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{tls: implicitTLS, auth: []string{"PLAIN"}})
 	tr := open(t, s.url(""))
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	if n := len(s.mail()); n != 1 {
-		t.Fatalf("server accepted %d mails, want 1", n)
-	}
+	_, err := send(t, tr, message())
+	require.NoError(t, err, "send")
+	require.Len(t, s.mail(), 1, "mails the server accepted")
 }
 
 func TestSendAuthLOGINWhenPLAINIsNotOffered(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"LOGIN"}})
 	tr := open(t, s.url(""))
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatalf("send: %v", err)
-	}
+	_, err := send(t, tr, message())
+	require.NoError(t, err, "send")
 }
 
 func TestSendGeneratesMessageIDWhenEmpty(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{})
 	tr := open(t, s.url(""))
 	m := message()
 	m.MessageID = ""
 	rc, err := send(t, tr, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.MessageID != "" {
-		t.Errorf("Send set the caller's MessageID to %q", m.MessageID)
-	}
-	if !strings.HasSuffix(rc.MessageID, "@example.com") {
-		t.Errorf("generated id %q, want one in the sender's domain", rc.MessageID)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, m.MessageID, "Send set the caller's MessageID")
+	assert.True(t, strings.HasSuffix(rc.MessageID, "@example.com"), "generated id %q, want one in the sender's domain", rc.MessageID)
 	got, err := conformance.ParseMIME(s.mail()[0].raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h := got.Header.Get("Message-Id"); h != "<"+rc.MessageID+">" {
-		t.Errorf("Message-Id header %q, receipt %q: want the same id", h, rc.MessageID)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "<"+rc.MessageID+">", got.Header.Get("Message-Id"), "Message-Id header and receipt: want the same id")
 }
 
 // TestReplies checks the outcome of a reply at every stage of the
 // conversation: kind, codes and the reply text as Detail, how far the
 // client went, and that nothing is ever "maybe delivered" after a reply.
 func TestReplies(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		at       stage
@@ -159,43 +134,39 @@ func TestReplies(t *testing.T) {
 			tr := open(t, s.url(""))
 			_, err := send(t, tr, message())
 			te := classified(t, err)
-			if te.Kind != tc.kind || te.Code != tc.code || te.Enhanced != tc.enhanced || te.MaybeDelivered {
-				t.Errorf("got %s %d %q maybe=%v, want %s %d %q not maybe delivered (%v)",
-					te.Kind, te.Code, te.Enhanced, te.MaybeDelivered, tc.kind, tc.code, tc.enhanced, err)
-			}
-			if !strings.Contains(te.Detail, tc.detail) {
-				t.Errorf("Detail %q does not contain the reply text %q", te.Detail, tc.detail)
-			}
-			if _, _, mails, _, _ := s.counts(); mails != tc.mails {
-				t.Errorf("server saw %d MAIL FROM, want %d", mails, tc.mails)
-			}
-			if n := len(s.mail()); n != 0 {
-				t.Errorf("server accepted %d mails, want none", n)
-			}
+			assert.Equal(t, tc.kind, te.Kind, "kind of %v", err)
+			assert.Equal(t, tc.code, te.Code, "code of %v", err)
+			assert.Equal(t, tc.enhanced, te.Enhanced, "enhanced code of %v", err)
+			assert.False(t, te.MaybeDelivered, "maybe delivered after a reply: %v", err)
+			assert.Contains(t, te.Detail, tc.detail, "Detail holds the reply text")
+			_, _, mails, _, _ := s.counts()
+			assert.Equal(t, tc.mails, mails, "MAIL FROM the server saw")
+			assert.Empty(t, s.mail(), "mails the server accepted")
 		})
 	}
 }
 
 func TestWrongPasswordIsConnection(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	const wrong = "wrong-p@ssword-42"
 	tr := open(t, strings.Replace(s.url(""), urlUser(testUser, testPassword), urlUser(testUser, wrong), 1))
 	_, err := send(t, tr, message())
 	te := classified(t, err)
-	if te.Kind != transport.Connection || te.Code != 535 || te.Enhanced != "5.7.8" {
-		t.Errorf("got %s %d %q, want connection 535 5.7.8 (%v)", te.Kind, te.Code, te.Enhanced, err)
-	}
-	if strings.Contains(err.Error(), wrong) || strings.Contains(te.Detail, wrong) {
-		t.Error("the error shows the password")
-	}
-	if _, auths, mails, _, _ := s.counts(); auths != 1 || mails != 0 {
-		t.Errorf("server saw %d AUTH and %d MAIL FROM, want 1 and 0", auths, mails)
-	}
+	assert.Equal(t, transport.Connection, te.Kind, "kind of %v", err)
+	assert.Equal(t, 535, te.Code, "code of %v", err)
+	assert.Equal(t, "5.7.8", te.Enhanced, "enhanced code of %v", err)
+	assert.NotContains(t, err.Error(), wrong, "the error shows the password")
+	assert.NotContains(t, te.Detail, wrong, "the Detail shows the password")
+	_, auths, mails, _, _ := s.counts()
+	assert.Equal(t, 1, auths, "AUTH the server saw")
+	assert.Zero(t, mails, "MAIL FROM the server saw")
 }
 
 // TestDrops closes the connection at each stage: only a drop after the
 // DATA terminator may have delivered the mail.
 func TestDrops(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		at    stage
 		maybe bool
@@ -207,11 +178,10 @@ func TestDrops(t *testing.T) {
 			tr := open(t, s.url(""))
 			_, err := send(t, tr, message())
 			te := classified(t, err)
-			if te.MaybeDelivered != tc.maybe || te.Kind == transport.Permanent || te.Kind == transport.Sent {
-				t.Errorf("got %s maybe=%v, want not permanent, maybe=%v (%v)", te.Kind, te.MaybeDelivered, tc.maybe, err)
-			}
-			if tc.maybe && te.Kind != transport.Temporary {
-				t.Errorf("kind %s after the terminator, want temporary", te.Kind)
+			assert.Equal(t, tc.maybe, te.MaybeDelivered, "maybe delivered (%v)", err)
+			assert.NotContains(t, []transport.Kind{transport.Permanent, transport.Sent}, te.Kind, "kind of %v", err)
+			if tc.maybe {
+				assert.Equal(t, transport.Temporary, te.Kind, "kind after the terminator")
 			}
 		})
 	}
@@ -235,20 +205,14 @@ func TestContextEndsEveryStage(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			_, err := tr.Send(ctx, message())
-			if took := time.Since(start); took > 5*time.Second {
-				t.Errorf("Send returned %v after a 500ms deadline", took)
-			}
+			assert.LessOrEqual(t, time.Since(start), 5*time.Second, "Send returned long after a 500ms deadline")
 			te := classified(t, err)
-			if te.MaybeDelivered != tc.maybe {
-				t.Errorf("maybe delivered %v, want %v (%v)", te.MaybeDelivered, tc.maybe, err)
-			}
+			assert.Equal(t, tc.maybe, te.MaybeDelivered, "maybe delivered (%v)", err)
 			want := transport.Connection
 			if tc.maybe {
 				want = transport.Temporary
 			}
-			if te.Kind != want {
-				t.Errorf("kind %s, want %s (%v)", te.Kind, want, err)
-			}
+			assert.Equal(t, want, te.Kind, "kind of %v", err)
 		})
 	}
 }
@@ -259,9 +223,10 @@ func TestCancelDuringSendIsTemporary(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	_, err := tr.Send(ctx, message())
-	if te := classified(t, err); te.Kind != transport.Temporary || te.MaybeDelivered || !errors.Is(err, context.Canceled) {
-		t.Errorf("got %s maybe=%v (%v), want temporary, context.Canceled", te.Kind, te.MaybeDelivered, err)
-	}
+	te := classified(t, err)
+	assert.Equal(t, transport.Temporary, te.Kind, "kind of %v", err)
+	assert.False(t, te.MaybeDelivered, "maybe delivered (%v)", err)
+	assert.ErrorIs(t, err, context.Canceled)
 }
 
 // TestTimeoutIsPerCommand: with timeout=300ms and a patient context, a
@@ -277,9 +242,8 @@ func TestTimeoutIsPerCommand(t *testing.T) {
 			tr := open(t, s.url("timeout=300ms"))
 			_, err := send(t, tr, message()) // 10 s context
 			te := classified(t, err)
-			if te.MaybeDelivered != tc.maybe || errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("got %s maybe=%v (%v), want an I/O timeout, maybe=%v", te.Kind, te.MaybeDelivered, err, tc.maybe)
-			}
+			assert.Equal(t, tc.maybe, te.MaybeDelivered, "maybe delivered (%v)", err)
+			assert.NotErrorIs(t, err, context.DeadlineExceeded, "want an I/O timeout, not the context's deadline")
 		})
 	}
 }
@@ -291,12 +255,10 @@ func TestTimeoutDoesNotLimitTheWholeSend(t *testing.T) {
 	s := startServer(t, script{})
 	tr := open(t, s.url("timeout=400ms"))
 	for i := range 3 {
-		if _, err := send(t, tr, message()); err != nil {
-			t.Fatalf("send %d: %v", i, err)
-		}
+		_, err := send(t, tr, message())
+		require.NoError(t, err, "send %d", i)
 		time.Sleep(250 * time.Millisecond)
 	}
-	if conns, _, _ := s.connStats(); conns != 1 {
-		t.Errorf("server saw %d connections, want 1 reused", conns)
-	}
+	conns, _, _ := s.connStats()
+	assert.Equal(t, 1, conns, "connections the server saw: want 1 reused")
 }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/mailspool/mailspool/transport/smtp"
 )
 
@@ -41,23 +44,15 @@ func TestURLErrors(t *testing.T) {
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			u, err := url.Parse(tc.url)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			tr, err := smtp.URLOpener{}.OpenTransportURL(context.Background(), u)
 			if err == nil {
 				_ = tr.Close()
-				t.Fatalf("opened, want an error containing %q", tc.want)
 			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q, want it to contain %q", err, tc.want)
-			}
-			if !strings.HasPrefix(err.Error(), "smtp: ") && !strings.HasPrefix(err.Error(), "transport: ") {
-				t.Errorf("error %q is not prefixed with its package", err)
-			}
-			if strings.Contains(err.Error(), ":pw@") {
-				t.Errorf("error %q shows the password", err)
-			}
+			require.Error(t, err, "opened, want an error containing %q", tc.want)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "smtp: ") || strings.HasPrefix(err.Error(), "transport: "), "error %q is not prefixed with its package", err)
+			assert.NotContains(t, err.Error(), ":pw@", "the error shows the password")
 		})
 	}
 }
@@ -77,17 +72,12 @@ func TestURLOpens(t *testing.T) {
 		"smtp://user:pw@[::1]:25?tls=none",
 	} {
 		u, err := url.Parse(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		tr, err := smtp.URLOpener{}.OpenTransportURL(context.Background(), u)
-		if err != nil {
-			t.Errorf("%s: %v", raw, err)
+		if !assert.NoError(t, err, raw) {
 			continue
 		}
-		if err := tr.Close(); err != nil {
-			t.Errorf("%s: Close: %v", raw, err)
-		}
+		assert.NoError(t, tr.Close(), "%s: Close", raw)
 	}
 }
 
@@ -97,27 +87,22 @@ func TestPasswordFromEnvironment(t *testing.T) {
 	t.Setenv("SMTP_TEST_PASSWORD", testPassword)
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	u := strings.Replace(s.url("password_env=SMTP_TEST_PASSWORD"), urlUser(testUser, testPassword), url.User(testUser).String()+"@", 1)
-	if _, err := send(t, open(t, u), message()); err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	if _, auths, _, _, _ := s.counts(); auths != 1 {
-		t.Errorf("server saw %d AUTH, want 1", auths)
-	}
+	_, err := send(t, open(t, u), message())
+	require.NoError(t, err, "send")
+	_, auths, _, _, _ := s.counts()
+	assert.Equal(t, 1, auths, "AUTH the server saw")
 }
 
 func TestOpenWithOptions(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, script{auth: []string{"PLAIN"}})
 	tr, err := smtp.Open(context.Background(), s.host, s.port, &smtp.Options{
 		Username: testUser, Password: testPassword, CAFile: s.caFile, Pool: 1,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tr.Close()
-	if _, err := send(t, tr, message()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := smtp.Open(context.Background(), "", 0, nil); err == nil {
-		t.Error("Open with an empty host succeeded")
-	}
+	_, err = send(t, tr, message())
+	require.NoError(t, err)
+	_, err = smtp.Open(context.Background(), "", 0, nil)
+	assert.Error(t, err, "Open with an empty host succeeded")
 }

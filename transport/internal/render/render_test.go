@@ -52,6 +52,7 @@ func equal[T comparable](t *testing.T, field string, got, want T) {
 }
 
 func TestMIMEFullMessage(t *testing.T) {
+	t.Parallel()
 	m := fullMessage()
 	got, raw := parse(t, m)
 	if bytes.Contains(bytes.ReplaceAll(raw, []byte("\r\n"), nil), []byte("\n")) {
@@ -100,6 +101,7 @@ func TestMIMEFullMessage(t *testing.T) {
 }
 
 func TestMIMESinglePart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, text, html, contentType string
 	}{
@@ -120,6 +122,7 @@ func TestMIMESinglePart(t *testing.T) {
 }
 
 func TestMsgGeneratesMessageIDWhenEmpty(t *testing.T) {
+	t.Parallel()
 	m := fullMessage()
 	m.MessageID = ""
 	msg, err := Msg(m)
@@ -152,6 +155,7 @@ func TestMsgGeneratesMessageIDWhenEmpty(t *testing.T) {
 }
 
 func TestMsgKeepsMessageID(t *testing.T) {
+	t.Parallel()
 	msg, err := Msg(fullMessage())
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +164,7 @@ func TestMsgKeepsMessageID(t *testing.T) {
 }
 
 func TestMsgEnvelope(t *testing.T) {
+	t.Parallel()
 	msg, err := Msg(fullMessage())
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +184,7 @@ func TestMsgEnvelope(t *testing.T) {
 }
 
 func TestMsgNoReplyTo(t *testing.T) {
+	t.Parallel()
 	m := fullMessage()
 	m.ReplyTo = mail.Address{}
 	got, _ := parse(t, m)
@@ -188,6 +194,7 @@ func TestMsgNoReplyTo(t *testing.T) {
 }
 
 func TestMsgRejectsInvalidMessage(t *testing.T) {
+	t.Parallel()
 	for name, edit := range map[string]func(m *transport.Message){
 		"crlf in subject":      func(m *transport.Message) { m.Subject = "hi\r\nBcc: victim@example.org" },
 		"lf in to name":        func(m *transport.Message) { m.To.Name = "x\nBcc: victim@example.org" },
@@ -219,6 +226,7 @@ func TestMsgRejectsInvalidMessage(t *testing.T) {
 // careless renderer could still break on: values that look like header
 // lines, a tab, and values long enough to need folding.
 func TestMIMEHeaderValuesCannotInject(t *testing.T) {
+	t.Parallel()
 	m := fullMessage()
 	long := strings.Repeat("word ", 150) + "end"
 	m.Subject = "Bcc: victim@example.org " + long[:699]
@@ -248,6 +256,7 @@ func TestMIMEHeaderValuesCannotInject(t *testing.T) {
 }
 
 func TestMIMEDotLinesStayInBody(t *testing.T) {
+	t.Parallel()
 	m := fullMessage()
 	m.HTML = ""
 	m.Text = "one\n.\nMAIL FROM:<evil@example.org>\r\n.\r\ntwo\n"

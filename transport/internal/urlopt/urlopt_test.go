@@ -8,6 +8,7 @@ import (
 )
 
 func TestEndpoint(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		raw  string
 		want string // the error contains it; "" means valid
@@ -38,6 +39,7 @@ func TestEndpoint(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		query string
 		want  time.Duration
