@@ -93,15 +93,16 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintln(e.stdout)
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case transport.KindOf(err) == transport.Permanent && res.Rule != "":
-		return exitError{exitPermanent, fmt.Errorf("not sent (%s, rule %s): %w", res.Kind, res.Rule, err)}
-	case transport.KindOf(err) == transport.Permanent:
-		return exitError{exitPermanent, fmt.Errorf("not sent (%s): %w", res.Kind, err)}
-	case res.Rule != "":
-		return fmt.Errorf("not sent (%s, rule %s): %w", res.Kind, res.Rule, err)
 	}
-	return fmt.Errorf("not sent (%s): %w", res.Kind, err)
+	what := res.Kind
+	if res.Rule != "" {
+		what += ", rule " + res.Rule
+	}
+	err = fmt.Errorf("not sent (%s): %w", what, err)
+	if transport.KindOf(err) == transport.Permanent {
+		return exitError{exitPermanent, err}
+	}
+	return err
 }
