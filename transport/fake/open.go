@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -69,8 +70,8 @@ func parseURL(u *url.URL) (*Options, error) {
 		dst  *time.Duration
 	}{{"timeout", &opts.Timeout}, {"latency", &opts.Latency}} {
 		if v := q.Get(d.name); v != "" {
-			if *d.dst, err = time.ParseDuration(v); err != nil || *d.dst <= 0 {
-				return nil, fmt.Errorf("fake: %s=%q in URL %q is not a positive duration such as 2s or 5ms", d.name, v, u.Redacted())
+			if *d.dst, err = duration.Positive(v); err != nil {
+				return nil, fmt.Errorf("fake: %s in URL %q: %w", d.name, u.Redacted(), err)
 			}
 		}
 	}

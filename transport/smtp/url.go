@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -83,8 +84,8 @@ func parseURL(u *url.URL) (host string, port int, opts *Options, err error) {
 	opts.PasswordEnv = q.Get("password_env")
 	for name, d := range map[string]*time.Duration{"timeout": &opts.Timeout, "idle_timeout": &opts.IdleTimeout} {
 		if v := q.Get(name); v != "" {
-			if *d, err = time.ParseDuration(v); err != nil || *d <= 0 {
-				return "", 0, nil, bad("%s=%q is not a positive duration like 30s", name, v)
+			if *d, err = duration.Positive(v); err != nil {
+				return "", 0, nil, bad("%s: %v", name, err)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -39,9 +40,9 @@ func Timeout(u *url.URL) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("timeout %q in URL %q is not a positive duration like 30s", s, u.Redacted())
+	d, err := duration.Positive(s)
+	if err != nil {
+		return 0, fmt.Errorf("timeout in URL %q: %w", u.Redacted(), err)
 	}
 	return d, nil
 }
