@@ -35,6 +35,17 @@ func TestValidate(t *testing.T) {
 		{"to.address", func(m *Message) { m.To.Address = "a@example.com\r\nRCPT TO:<b@example.com>" }},
 		{"to.name", func(m *Message) { m.To.Name = "Eve\r\nBcc: all@example.com" }},
 		{"reply_to.address", func(m *Message) { m.ReplyTo.Address = "@" }},
+		// Bidirectional controls make an address or name display as
+		// something else than it is.
+		{"to.name", func(m *Message) { m.To.Name = "Support \u202Emoc.knab" }},
+		{"from.name", func(m *Message) { m.From.Name = "Bank \u2066x\u2069" }},
+		{"to.address", func(m *Message) { m.To.Address = "j\u202E@example.com" }},
+		{"reply_to.address", func(m *Message) { m.ReplyTo.Address = "\u2067a@example.com" }},
+		// Domain labels must be host name labels.
+		{"to.address", func(m *Message) { m.To.Address = "j@-example.com" }},
+		{"to.address", func(m *Message) { m.To.Address = "j@example-.com" }},
+		{"to.address", func(m *Message) { m.To.Address = "j@mail.-x.example" }},
+		{"to.address", func(m *Message) { m.To.Address = "j@" + strings.Repeat("a", 64) + ".example" }},
 		{"subject", func(m *Message) { m.Subject = "hi\nBcc: x@example.com" }},
 		{"subject", func(m *Message) { m.Subject = "nul\x00" }},
 		{"subject", func(m *Message) { m.Subject = strings.Repeat("s", MaxLineLength+1) }},
@@ -69,6 +80,13 @@ func TestValidate(t *testing.T) {
 		}
 		if !errors.Is(err, ErrInvalidMessage) {
 			t.Errorf("%s: %v does not match ErrInvalidMessage", c.field, err)
+		}
+	}
+	for _, ok := range []string{"j@a-b.example", "j@" + strings.Repeat("a", 63) + ".example", "j@bücher.example", "j@[192.0.2.1]", "j@xn--bcher-kva.example"} {
+		m := validMessage()
+		m.To.Address = ok
+		if err := m.Validate(); err != nil {
+			t.Errorf("%s: %v", ok, err)
 		}
 	}
 	var nilMsg *Message
