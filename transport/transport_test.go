@@ -154,12 +154,65 @@ func TestRedact(t *testing.T) {
 		"smtp://u:sec%zzret@h:587/x":  "smtp://xxxxx@h:587/x",
 		"sendgrid://:key@default?x=1": "sendgrid://:xxxxx@default?x=1",
 		"fake://?script=ok":           "fake://?script=ok",
+		"sqlite:mailspool.db":         "sqlite:mailspool.db",
+		// Passwords that break the URL syntax.
+		"mysql://root:s3cret/PW@127.0.0.1:3306/app": "mysql://xxxxx@127.0.0.1:3306/app",
+		"mysql://root:pa#ss@127.0.0.1/app":          "mysql://xxxxx@127.0.0.1/app",
+		"mysql://root:12#34@127.0.0.1/app":          "mysql://xxxxx@127.0.0.1/app",
+		"mysql://root:pa?ss@127.0.0.1/app?tls=true": "mysql://xxxxx@127.0.0.1/app?tls=true",
+		// Not URLs at all, with credentials.
+		"root:pw@tcp(127.0.0.1:3306)/app": "xxxxx@tcp(127.0.0.1:3306)/app",
+		"user:pw@host":                    "xxxxx@host",
+		// Secrets given as parameters.
+		"smtp://h?password=hunter2&password_env=P": "smtp://h?password=xxxxx&password_env=P",
+		"sendgrid://default?api_key=SG.x":          "sendgrid://default?api_key=xxxxx",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
+
+// FuzzRedact puts a sentinel secret, followed by anything, where secrets go
+// in every URL form mailspool takes (and the forms people type by mistake),
+// and checks that neither Redact nor the errors of Mux.OpenTransport ever
+// show it.
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{"", "/PW", "#x", "?x", "@x", "%", "%zz", ":x", "/x@y", "&password=z", "\x00", "@h/p?q#f"} {
+		f.Add(s, "127.0.0.1:3306", "app")
+	}
+	mux := &Mux{}
+	mux.Register("smtp", opener{})
+	f.Fuzz(func(t *testing.T, tail, host, path string) {
+		secret := sentinel + tail
+		for _, form := range []string{
+			"mysql://root:%[1]s@%[2]s/%[3]s",
+			"smtp://user:%[1]s@%[2]s/%[3]s",
+			"smtps://:%[1]s@%[2]s",
+			"sendgrid://apikey:%[1]s@default?%[3]s",
+			"root:%[1]s@tcp(%[2]s)/%[3]s",
+			"root:%[1]s@%[2]s",
+			"smtp://%[2]s?password=%[1]s",
+			"smtp://%[2]s?%[3]s&token=%[1]s",
+			"ses://AKIA:%[1]s@default?region=%[3]s",
+		} {
+			for _, sec := range []string{secret, url.PathEscape(secret), url.QueryEscape(secret)} {
+				raw := fmt.Sprintf(form, sec, host, path)
+				if strings.Count(raw, sentinel) != 1 {
+					continue // the host or path repeats the sentinel: not a secret
+				}
+				if got := Redact(raw); strings.Contains(got, sentinel) {
+					t.Fatalf("Redact(%q) = %q shows the secret", raw, got)
+				}
+				if _, err := mux.OpenTransport(context.Background(), raw); err != nil && strings.Contains(err.Error(), sentinel) {
+					t.Fatalf("OpenTransport(%q) error %q shows the secret", raw, err)
+				}
+			}
+		}
+	})
+}
+
+const sentinel = "S3NT1NEL"
 
 func TestNewMessageID(t *testing.T) {
 	a, b := NewMessageID("x@shop.example"), NewMessageID("x@shop.example")

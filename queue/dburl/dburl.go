@@ -50,6 +50,9 @@ func Open(rawURL string) (*sql.DB, error) {
 		}
 		return sql.Open("sqlite", dsn)
 	default:
+		if strings.Contains(rawURL, "@tcp(") || strings.Contains(rawURL, "@unix(") {
+			return nil, fmt.Errorf("dburl: %q is a go-sql-driver DSN, not a URL; write mysql://user:password@host:3306/dbname", redact(rawURL))
+		}
 		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql://... or sqlite:PATH", scheme, redact(rawURL))
 	}
 }
@@ -65,7 +68,7 @@ func MySQLDSN(rawURL string) (string, error) {
 	cfg.Passwd, _ = u.User.Password()
 	cfg.DBName = strings.TrimPrefix(u.Path, "/")
 	if cfg.DBName == "" || strings.Contains(cfg.DBName, "/") {
-		return "", fmt.Errorf("dburl: %q must name one database in its path, e.g. mysql://root@127.0.0.1:3306/test", u.Redacted())
+		return "", fmt.Errorf("dburl: %q must name one database in its path, e.g. mysql://root@127.0.0.1:3306/test", transport.RedactURL(u))
 	}
 	q := u.Query()
 	if sock := q.Get("socket"); sock != "" {
@@ -73,7 +76,7 @@ func MySQLDSN(rawURL string) (string, error) {
 		q.Del("socket")
 	} else {
 		if u.Host == "" {
-			return "", fmt.Errorf("dburl: %q has no host", u.Redacted())
+			return "", fmt.Errorf("dburl: %q has no host", transport.RedactURL(u))
 		}
 		cfg.Net, cfg.Addr = "tcp", u.Host
 		if u.Port() == "" {
@@ -92,7 +95,7 @@ func MySQLDSN(rawURL string) (string, error) {
 	}
 	dsn := base + sep + q.Encode()
 	if _, err := mysql.ParseDSN(dsn); err != nil {
-		return "", fmt.Errorf("dburl: bad parameters in %q: %v", u.Redacted(), strings.ReplaceAll(err.Error(), cfg.Passwd, "xxxxx"))
+		return "", fmt.Errorf("dburl: bad parameters in %q: %v", transport.RedactURL(u), hide(err.Error(), cfg.Passwd))
 	}
 	return dsn, nil
 }
@@ -103,27 +106,35 @@ func SQLiteDSN(rawURL string) (string, error) {
 	if strings.HasPrefix(rest, "//") {
 		u, err := url.Parse(rawURL)
 		if err != nil {
-			return "", fmt.Errorf("dburl: cannot parse %q", rawURL)
+			return "", fmt.Errorf("dburl: cannot parse %q", redact(rawURL))
 		}
 		if u.Host != "" {
-			return "", fmt.Errorf("dburl: %q: an SQLite URL has no host; write sqlite:relative/path.db or sqlite:///absolute/path.db", rawURL)
+			return "", fmt.Errorf("dburl: %q: an SQLite URL has no host; write sqlite:relative/path.db or sqlite:///absolute/path.db", redact(rawURL))
 		}
 		if u.RawQuery != "" {
-			return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", rawURL)
+			return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", redact(rawURL))
 		}
 		rest = u.Path
 	}
 	if strings.Contains(rest, "?") {
-		return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", rawURL)
+		return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", redact(rawURL))
 	}
 	if rest == "" || strings.HasSuffix(rest, "/") {
-		return "", fmt.Errorf("dburl: %q names no file", rawURL)
+		return "", fmt.Errorf("dburl: %q names no file", redact(rawURL))
 	}
 	if rest == ":memory:" {
-		return "", fmt.Errorf("dburl: %q: in-memory SQLite is not supported (each connection would see its own database)", rawURL)
+		return "", fmt.Errorf("dburl: %q: in-memory SQLite is not supported (each connection would see its own database)", redact(rawURL))
 	}
 	path := filepath.Clean(rest)
 	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate", nil
 }
 
 func redact(rawURL string) string { return transport.Redact(rawURL) }
+
+// hide replaces secret in s; an empty secret hides nothing.
+func hide(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "xxxxx")
+}

@@ -35,7 +35,7 @@ func (URLOpener) OpenTransportURL(ctx context.Context, u *url.URL) (transport.Tr
 	}
 	t, err := Open(ctx, host, port, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, u.Redacted())
+		return nil, fmt.Errorf("%w (in %s)", err, transport.RedactURL(u))
 	}
 	return t, nil
 }
@@ -43,7 +43,7 @@ func (URLOpener) OpenTransportURL(ctx context.Context, u *url.URL) (transport.Tr
 // parseURL splits u into Open's arguments.
 func parseURL(u *url.URL) (host string, port int, opts *Options, err error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("smtp: "+format+" in %s", append(args, u.Redacted())...)
+		return fmt.Errorf("smtp: "+format+" in %s", append(args, transport.RedactURL(u))...)
 	}
 	opts = &Options{}
 	switch u.Scheme {
