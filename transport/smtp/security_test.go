@@ -3,6 +3,7 @@ package smtp_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"log"
 	"log/slog"
@@ -215,6 +216,9 @@ func TestPasswordNeverShown(t *testing.T) {
 	for _, sc := range []script{
 		{auth: []string{"PLAIN"}}, // 535: the password is wrong
 		{auth: []string{"LOGIN"}}, // 535 through LOGIN
+		// Servers that quote the refused AUTH line, base64 as sent.
+		{auth: []string{"PLAIN"}, echoAuth: true},
+		{auth: []string{"LOGIN"}, echoAuth: true},
 		{tls: untrustedTLS, auth: []string{"PLAIN"}},
 		{tls: noTLS, auth: []string{"PLAIN"}}, // STARTTLS missing
 		{auth: []string{"PLAIN"}, at: map[stage]action{afterData: {drop: true}}},
@@ -238,7 +242,9 @@ func TestPasswordNeverShown(t *testing.T) {
 		}
 		errs = append(errs, err)
 	}
-	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret)}
+	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret),
+		base64.RawStdEncoding.EncodeToString([]byte("\x00" + testUser + "\x00" + secret)),
+		base64.RawStdEncoding.EncodeToString([]byte(secret))}
 	for _, err := range errs {
 		texts := []string{err.Error()}
 		for e := err; e != nil; e = errors.Unwrap(e) {
@@ -249,7 +255,7 @@ func TestPasswordNeverShown(t *testing.T) {
 		for _, text := range texts {
 			for _, f := range forms {
 				if strings.Contains(text, f) {
-					t.Errorf("an error shows the password: %s", strings.ReplaceAll(text, f, "<secret>"))
+					t.Errorf("an error shows the password (%s): %s", f, strings.ReplaceAll(text, f, "<secret>"))
 				}
 			}
 		}

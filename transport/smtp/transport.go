@@ -48,7 +48,14 @@ func Open(_ context.Context, host string, port int, opts *Options) (*Transport, 
 // An invalid m is a Permanent error and nothing is sent. The Receipt holds
 // the Message-ID header the mail went out with (m.MessageID, or a fresh one
 // when it is empty) and the server's 250 reply.
+//
+// No outcome shows the credentials, not even a server reply that echoes
+// the AUTH exchange.
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	return t.cfg.redact(t.send(ctx, m))
+}
+
+func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 	msg, err := render.Msg(m)
 	if err != nil {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Detail: "invalid message", Err: err}
