@@ -71,6 +71,8 @@ type script struct {
 	// echoAuth makes a refused AUTH quote what the client sent, base64
 	// encoded as on the wire, as some servers do.
 	echoAuth bool
+	// utf8 advertises SMTPUTF8 (RFC 6531).
+	utf8 bool
 }
 
 // received is one mail the test server took: the envelope and the raw data.
@@ -125,6 +127,7 @@ func startServer(t testing.TB, sc script) *server {
 	s.srv.Domain = "mx.test"
 	s.srv.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.AllowInsecureAuth = sc.tls == noTLS
+	s.srv.EnableSMTPUTF8 = sc.utf8
 	s.srv.ReadTimeout = 10 * time.Second
 	s.srv.WriteTimeout = 10 * time.Second
 	// Greeting actions happen on the TCP connection, before any implicit

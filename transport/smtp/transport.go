@@ -56,12 +56,16 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 }
 
 func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
-	msg, err := render.Msg(m)
-	if err != nil {
+	if err := m.Validate(); err != nil {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Detail: "invalid message", Err: err}
 	}
 	s, err := t.session(ctx)
 	if err != nil {
+		return transport.Receipt{}, err
+	}
+	msg, err := t.render(s, m)
+	if err != nil {
+		t.pool.put(s)
 		return transport.Receipt{}, err
 	}
 	stop := s.conn.bind(ctx)
@@ -81,6 +85,24 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 		err = fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	return transport.Receipt{}, sendError(err)
+}
+
+// render builds the mail for session s. Without SMTPUTF8 on the server,
+// internationalized domains go out as A-labels, and an address whose local
+// part is not ASCII is a Permanent error: it cannot be written at all.
+func (t *Transport) render(s *session, m *transport.Message) (*mail.Msg, error) {
+	if ok, _ := s.sc.Extension("SMTPUTF8"); !ok {
+		a, err := render.ASCII(m)
+		if err != nil {
+			return nil, &transport.Error{Kind: transport.Permanent, Detail: "address cannot be sent to " + t.cfg.addr + " (no SMTPUTF8)", Err: err}
+		}
+		m = a
+	}
+	msg, err := render.Msg(m)
+	if err != nil {
+		return nil, &transport.Error{Kind: transport.Permanent, Detail: "invalid message", Err: err}
+	}
+	return msg, nil
 }
 
 // session returns a session that is ready for MAIL FROM, holding one pool
