@@ -22,7 +22,7 @@ type RateLimitError struct {
 	Limit      string // "recipient" or "client IP"
 	Max        int
 	Per        time.Duration
-	RetryAfter time.Duration // when the limit will allow one more
+	RetryAfter time.Duration // when the limit will allow one more; at most Per
 }
 
 func (e *RateLimitError) Error() string {
@@ -81,7 +81,10 @@ func (q *Queue) bump(ctx context.Context, exec DBTX, what, subject string, l Lim
 	if estimate := float64(prev)*overlap + float64(cur); estimate <= float64(l.N)+1e-9 {
 		return nil
 	}
-	return &RateLimitError{Limit: what, Max: l.N, Per: l.Per, RetryAfter: limitRetryAfter(prev, cur, l.N, nowMS, window, per)}
+	// The estimate can point past the window; by then the whole window of
+	// mails counted here has slid by, so Per is always enough.
+	retry := min(limitRetryAfter(prev, cur, l.N, nowMS, window, per), l.Per)
+	return &RateLimitError{Limit: what, Max: l.N, Per: l.Per, RetryAfter: retry}
 }
 
 // counter reads one window's count; our own upsert is visible to us.

@@ -8,13 +8,41 @@ import (
 	"time"
 )
 
-// Limit allows N events per Per. A zero Limit means no limit.
+// Limit allows N events per Per. The zero Limit means no limit; otherwise
+// N must be positive and Per at least a second (Lane validation says so
+// when they are not, instead of silently not limiting).
 type Limit struct {
 	N   int
 	Per time.Duration
 }
 
-func (l Limit) off() bool { return l.N <= 0 || l.Per <= 0 }
+func (l Limit) off() bool { return l == Limit{} }
+
+func (l Limit) check() error {
+	switch {
+	case l.off():
+		return nil
+	case l.N <= 0:
+		return fmt.Errorf("limit %d per %v: N must be positive (the zero Limit means no limit)", l.N, l.Per)
+	case l.Per < time.Second:
+		return fmt.Errorf("limit %d per %v: Per must be at least 1s", l.N, l.Per)
+	}
+	return nil
+}
+
+// NoLimit is the zero Limit, spelt out: no limit.
+var NoLimit = Limit{}
+
+// The anti-abuse preset for sign-up, verification and password-reset mail,
+// which anyone can trigger for any address: at most 3 mails per recipient
+// per hour, and 20 per client IP per day (for enqueues that pass ClientIP).
+// Lanes have no limits unless they are set:
+//
+//	queue.Lane{RecipientLimit: queue.SignupRecipientLimit, IPLimit: queue.SignupIPLimit}
+var (
+	SignupRecipientLimit = Limit{N: 3, Per: time.Hour}
+	SignupIPLimit        = Limit{N: 20, Per: 24 * time.Hour}
+)
 
 // Lane is one independent stream of mail: its own table, limits and retry
 // policy (and, in a worker, its own transport). Transactional and marketing
@@ -26,11 +54,11 @@ type Lane struct {
 	// Table is the queue table; DefaultTable ("mail_queue") when empty. The
 	// rate-limit counters live in Table + "_limits".
 	Table string
-	// RecipientLimit bounds mails enqueued per recipient address
-	// (default 3 per hour). Set NoLimit to turn it off.
+	// RecipientLimit bounds mails enqueued per recipient address; zero
+	// means no limit. See SignupRecipientLimit.
 	RecipientLimit Limit
-	// IPLimit bounds mails enqueued per client IP (default 20 per day), for
-	// enqueues that pass ClientIP. Set NoLimit to turn it off.
+	// IPLimit bounds mails enqueued per client IP, for enqueues that pass
+	// ClientIP; zero means no limit. See SignupIPLimit.
 	IPLimit Limit
 	// MaxSize bounds Message.Size() in bytes (default 1 MiB, at most
 	// transport.MaxMessageSize).
@@ -38,9 +66,6 @@ type Lane struct {
 	// Retry is the retry policy; zero fields take the defaults.
 	Retry RetryPolicy
 }
-
-// NoLimit turns a default limit off.
-var NoLimit = Limit{N: -1}
 
 // DefaultMaxSize is the default Lane.MaxSize.
 const DefaultMaxSize = 1 << 20
@@ -106,11 +131,11 @@ func (l Lane) withDefaults() (Lane, error) {
 	if l.Name == "" {
 		l.Name = l.Table
 	}
-	if l.RecipientLimit == (Limit{}) {
-		l.RecipientLimit = Limit{N: 3, Per: time.Hour}
+	if err := l.RecipientLimit.check(); err != nil {
+		return l, fmt.Errorf("queue: lane %s: recipient %w", l.Name, err)
 	}
-	if l.IPLimit == (Limit{}) {
-		l.IPLimit = Limit{N: 20, Per: 24 * time.Hour}
+	if err := l.IPLimit.check(); err != nil {
+		return l, fmt.Errorf("queue: lane %s: client IP %w", l.Name, err)
 	}
 	if l.MaxSize == 0 {
 		l.MaxSize = DefaultMaxSize
