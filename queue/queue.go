@@ -91,9 +91,10 @@ type Options struct {
 // (github.com/go-sql-driver/mysql) or SQLite (modernc.org/sqlite) handle.
 // It does not create tables; run Migrate first. nil opts means defaults.
 //
-// For SQLite, open the database with "_txlock=immediate" and a busy
-// timeout (package dburl does), so that concurrent writers queue up instead
-// of failing.
+// An SQLite handle must have a busy timeout and begin its transactions
+// IMMEDIATE, so that concurrent writers queue up instead of failing with
+// SQLITE_BUSY; New returns an error saying how to open it otherwise.
+// Package dburl opens it so: dburl.Open("sqlite:path/to/file.db").
 func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, error) {
 	if db == nil {
 		return nil, errors.New("queue: New with a nil *sql.DB")
@@ -105,6 +106,11 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	d, err := detectDialect(ctx, db)
 	if err != nil {
 		return nil, err
+	}
+	if d.sqlite {
+		if err := checkSQLite(ctx, db); err != nil {
+			return nil, err
+		}
 	}
 	q := &Queue{db: db, d: d, lane: lane, clock: systemClock{}}
 	if opts != nil && opts.Clock != nil {
