@@ -3,7 +3,8 @@ package classify
 import (
 	"strings"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/mailspool/mailspool/internal/textclip"
 )
 
 // maxDetail caps the length in bytes of a Detail built from a provider's text.
@@ -28,13 +29,5 @@ func cleanDetail(s string) string {
 		}
 		b.WriteRune(r)
 	}
-	out := b.String()
-	if len(out) <= maxDetail {
-		return out
-	}
-	cut := maxDetail - len("...")
-	for cut > 0 && !utf8.RuneStart(out[cut]) {
-		cut--
-	}
-	return strings.TrimRight(out[:cut], " ") + "..."
+	return textclip.Clip(b.String(), maxDetail)
 }

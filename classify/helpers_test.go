@@ -10,7 +10,7 @@ import (
 	"github.com/mailspool/mailspool/transport"
 )
 
-// want is the expected classification of one case; a zero want means nil
+// want is the expected classification of one case; [accepted] means nil
 // (success). Detail is compared only when set.
 type want struct {
 	kind     transport.Kind
@@ -23,7 +23,7 @@ type want struct {
 // check asserts that err is classified as w says.
 func check(t *testing.T, w want, err error) *transport.Error {
 	t.Helper()
-	if w == (want{}) {
+	if w == accepted {
 		require.NoError(t, err)
 		return nil
 	}
@@ -38,6 +38,9 @@ func check(t *testing.T, w want, err error) *transport.Error {
 	}
 	return te
 }
+
+// accepted is the want of a success: a nil error.
+var accepted = want{kind: transport.Sent}
 
 const (
 	temporary  = transport.Temporary

@@ -21,10 +21,10 @@ func TestHTTP(t *testing.T) {
 		body   string
 		want   want
 	}{
-		{"200", 200, nil, "", want{}},
-		{"202 sendgrid accepted", 202, jsonH, "", want{}},
-		{"204", 204, nil, "", want{}},
-		{"301", 301, nil, "", want{}},
+		{"200", 200, nil, "", accepted},
+		{"202 sendgrid accepted", 202, jsonH, "", accepted},
+		{"204", 204, nil, "", accepted},
+		{"301", 301, nil, "", accepted},
 
 		{"429 retry-after seconds", 429, http.Header{"Retry-After": {"7"}}, "", want{temporary, 429, "", 7 * time.Second, "Too Many Requests"}},
 		{"429 sendgrid body", 429, http.Header{"Retry-After": {"60"}, "Content-Type": {"application/json"}},

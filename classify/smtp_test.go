@@ -16,10 +16,10 @@ var smtpReplies = []struct {
 	want  want
 }{
 	// Success.
-	{"250 queued", "250 2.0.0 OK  1700000000 d2si123-v6si.456 - gsmtp", want{}},
-	{"354 go ahead", "354  Go ahead d2si123-v6si.456 - gsmtp", want{}},
-	{"bare 221", "221", want{}},
-	{"multi-line 250 EHLO", "250-smtp.gmail.com at your service\r\n250-SIZE 35882577\r\n250 SMTPUTF8", want{}},
+	{"250 queued", "250 2.0.0 OK  1700000000 d2si123-v6si.456 - gsmtp", accepted},
+	{"354 go ahead", "354  Go ahead d2si123-v6si.456 - gsmtp", accepted},
+	{"bare 221", "221", accepted},
+	{"multi-line 250 EHLO", "250-smtp.gmail.com at your service\r\n250-SIZE 35882577\r\n250 SMTPUTF8", accepted},
 
 	// Gmail.
 	{"gmail 550 5.1.1 multi-line",
@@ -186,8 +186,8 @@ func TestSMTP(t *testing.T) {
 		{"textproto multi-line text", 550, "", "5.1.1 The email account does not exist.\n5.1.1 Please check the address.", want{permanent, 550, "5.1.1", 0, "The email account does not exist. Please check the address."}},
 		{"different enhanced on a later line kept", 550, "", "5.1.1 first\n5.7.1 second", want{permanent, 550, "5.1.1", 0, "first 5.7.1 second"}},
 		{"only code 421", 421, "", "", want{temporary, 421, "", 0, ""}},
-		{"success 250", 250, "2.0.0", "OK", want{}},
-		{"success 354", 354, "", "Go ahead", want{}},
+		{"success 250", 250, "2.0.0", "OK", accepted},
+		{"success 354", 354, "", "Go ahead", accepted},
 		{"code 0", 0, "", "no reply", want{temporary, 0, "", 0, "invalid smtp reply code 0: no reply"}},
 		{"code 600", 600, "", "", want{temporary, 0, "", 0, ""}},
 		{"code 199", 199, "", "", want{temporary, 0, "", 0, ""}},

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -131,7 +132,8 @@ func concurrentSend(t *testing.T, e *env) {
 
 // closeCase: Close returns nil, a second Close returns nil too (Close is
 // idempotent), and Send after Close fails promptly without reaching the
-// wire and without a Permanent outcome (the mail is fine).
+// wire, as Connection with transport.ErrClosed in the chain (the mail is
+// fine).
 func closeCase(t *testing.T, e *env) {
 	tr := e.open(t, Accept)
 	mustSend(t, e, tr, testMessage("close"))
@@ -146,8 +148,11 @@ func closeCase(t *testing.T, e *env) {
 	if err == nil {
 		e.fatalf(t, "Send after Close succeeded, want an error")
 	}
-	if k := transport.KindOf(err); k == transport.Permanent {
-		e.errorf(t, "KindOf = %s for Send after Close, want Temporary or Connection: the mail is fine (error: %v)", k, err)
+	if k := transport.KindOf(err); k != transport.Connection {
+		e.errorf(t, "KindOf = %s for Send after Close, want connection: the mail is fine (error: %v)", k, err)
+	}
+	if !errors.Is(err, transport.ErrClosed) {
+		e.errorf(t, "Send after Close: %v, want transport.ErrClosed in the chain", err)
 	}
 	if n := e.h.Attempts(); n != before {
 		e.errorf(t, "Send after Close reached the wire: Attempts() went from %d to %d", before, n)

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -90,7 +90,7 @@ func (p RetryPolicy) outcome(j *job, receipt transport.Receipt, err error, now t
 	if j.notAfter != 0 && u.nextRun > j.notAfter {
 		u.status, u.nextRun = StatusFailed, nowMS
 		u.lastKind = kindExpired
-		u.lastError = truncate("expired: the next try would be after the not-after deadline; last error: "+u.lastError, maxLastError)
+		u.lastError = textclip.Prefix("expired: the next try would be after the not-after deadline; last error: "+u.lastError, maxLastError)
 	}
 	return u
 }
@@ -124,16 +124,5 @@ func lastError(err error) string {
 		}
 		return r
 	}, err.Error())
-	return truncate(s, maxLastError)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
+	return textclip.Prefix(s, maxLastError)
 }

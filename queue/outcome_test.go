@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,5 +122,5 @@ func TestLastErrorIsOneShortLine(t *testing.T) {
 	assert.LessOrEqual(t, len(s), maxLastError)
 	assert.NotContains(t, s, "\n")
 	assert.NotContains(t, s, "\x00")
-	assert.Equal(t, "é", truncate("éé", 3), "cut on a rune boundary")
+	assert.Equal(t, "é", textclip.Prefix("éé", 3), "cut on a rune boundary")
 }

@@ -2,22 +2,26 @@ package transport
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 )
 
 // Kind is the normalized outcome of one delivery attempt. Kinds are stored by
-// name (see [Kind.String]), so the list is append-only.
+// name (see [Kind.String]), never by number, so the list may only grow.
+//
+// The zero Kind is Temporary: an [Error] built without a kind means "try
+// again", never a success or a drop, as [KindOf] treats any unclassified
+// error.
 type Kind uint8
 
 const (
-	// Sent means the provider accepted the mail. KindOf(nil) is Sent.
-	Sent Kind = iota
 	// Temporary means the attempt failed but a later one may succeed
-	// (SMTP 4xx, HTTP 429 and 5xx, throttling, unknown errors).
-	Temporary
+	// (SMTP 4xx, HTTP 429 and 5xx, throttling, unknown errors). It is the
+	// zero Kind.
+	Temporary Kind = iota
+	// Sent means the provider accepted the mail. KindOf(nil) is Sent.
+	Sent
 	// Permanent means the mail will never be accepted as it is
 	// (550 5.1.1 no such user, 553 bad address, a rejected message).
 	// The queue never retries it.
@@ -29,25 +33,15 @@ const (
 	Connection
 )
 
-var kindNames = [...]string{Sent: "sent", Temporary: "temporary", Permanent: "permanent", Connection: "connection"}
+var kindNames = [...]string{Temporary: "temporary", Sent: "sent", Permanent: "permanent", Connection: "connection"}
 
-// String returns the stored name of k: "sent", "temporary", "permanent" or
+// String returns the stored name of k: "temporary", "sent", "permanent" or
 // "connection".
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
-}
-
-// ParseKind returns the Kind whose [Kind.String] is s.
-func ParseKind(s string) (Kind, error) {
-	for k, name := range kindNames {
-		if name == s {
-			return Kind(k), nil
-		}
-	}
-	return 0, fmt.Errorf("transport: unknown kind %q", s)
 }
 
 // Error is a classified delivery failure. Adapters return it (usually built

@@ -1,6 +1,9 @@
 package transport
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Transport hands one message at a time to a mail provider.
 //
@@ -9,8 +12,8 @@ import "context"
 // promptly), and is safe for concurrent use. A nil error means the provider
 // accepted the mail; any other error is classified by [KindOf].
 //
-// Close releases connections; it is idempotent, and Send after Close returns
-// an error.
+// Close releases connections; it is idempotent, and Send after Close fails
+// without an attempt, as Connection with [ErrClosed] in the error chain.
 type Transport interface {
 	Send(ctx context.Context, m *Message) (Receipt, error)
 	Close() error
@@ -26,3 +29,7 @@ type Receipt struct {
 	// (for SMTP the 250 reply, e.g. "2.0.0 OK: queued as 4Zx9"); may be empty.
 	Response string
 }
+
+// ErrClosed is in the chain of the error every adapter's Send returns after
+// Close. The error's Kind is Connection: the mail is fine.
+var ErrClosed = errors.New("transport: Send after Close")

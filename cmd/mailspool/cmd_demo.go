@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
@@ -87,7 +88,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err := queue.Migrate(ctx, db, lane.Table); err != nil {
 		return err
 	}
-	clock := queue.NewScaledClock(*speed)
+	clock := newScaledClock(*speed)
 	q, err := queue.New(ctx, db, lane, &queue.Options{Clock: clock})
 	if err != nil {
 		return err
@@ -203,7 +204,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		slices.Sort(parts)
 		fmt.Fprintf(e.stdout, "  %-22s %s\n", g.name+":", strings.Join(parts, ", "))
 		if example.LastError != "" && example.Status != "sent" {
-			fmt.Fprintf(e.stdout, "  %-22s last error: %s\n", "", shorten(example.LastError, 90))
+			fmt.Fprintf(e.stdout, "  %-22s last error: %s\n", "", textclip.Clip(example.LastError, 90))
 		}
 	}
 	counts, err := q.CountByStatus(ctx)
@@ -220,13 +221,6 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	printStats(e, laneStats{Lane: lane.Name, Table: lane.Table, Backlog: s.Backlog, Pending: s.Pending, Retry: s.Retry, Sending: s.Sending,
 		SentLastHour: s.SentLastHour, FailedLastHour: s.FailedLastHour, FailureRate: s.FailureRate, Stuck: s.Stuck})
 	return nil
-}
-
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // isTerminal reports whether w is a terminal (a character device).

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
 )
@@ -184,16 +185,16 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-func pickOneLane(cfg *config, name string) (laneSetup, error) {
+func pickOneLane(cfg *config.Config, name string) (config.Lane, error) {
 	if name == "" {
 		if len(cfg.Lanes) > 1 {
-			return laneSetup{}, usageError{fmt.Sprintf("the config has %d lanes: say which with --lane", len(cfg.Lanes))}
+			return config.Lane{}, usageError{fmt.Sprintf("the config has %d lanes: say which with --lane", len(cfg.Lanes))}
 		}
 		return cfg.Lanes[0], nil
 	}
-	lanes, err := cfg.pickLanes(name)
+	lanes, err := cfg.Pick(name)
 	if err != nil {
-		return laneSetup{}, err
+		return config.Lane{}, err
 	}
 	return lanes[0], nil
 }
@@ -291,7 +292,7 @@ func (s mailSpec) build() (*transport.Message, []queue.Option, error) {
 		opts = append(opts, queue.NotAfter(t))
 	}
 	if s.Delay != "" {
-		d, err := parseDuration(s.Delay)
+		d, err := config.ParseDuration(s.Delay)
 		if err != nil {
 			return nil, nil, fmt.Errorf("delay: %w", err)
 		}

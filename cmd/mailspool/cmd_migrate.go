@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 )
 
@@ -19,7 +20,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	if err := queue.Migrate(ctx, db, tables(cfg.Lanes)...); err != nil {
+	if err := queue.Migrate(ctx, db, config.Tables(cfg.Lanes)...); err != nil {
 		return err
 	}
 	for _, l := range cfg.Lanes {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/mail"
 
+	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
 )
@@ -48,7 +49,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 	}
 	u := *rawURL
 	if u == "" {
-		cfg, err := loadConfig(sf.config, "")
+		cfg, err := config.Load(sf.config, "")
 		if err != nil {
 			return err
 		}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 
-	"github.com/mailspool/mailspool/queue"
-	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/config"
 )
 
 func runWorker(ctx context.Context, e *env, args []string) error {
@@ -31,50 +29,15 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	lanes, err := cfg.pickLanes(*lane)
+	lanes, err := cfg.Pick(*lane)
 	if err != nil {
 		return err
 	}
-	workers := make([]*queue.Worker, 0, len(lanes))
-	for _, l := range lanes {
-		if err := queue.CheckSchema(ctx, db, l.Lane.Table); err != nil {
-			return err
+	if *maxMessages >= 0 {
+		lanes = append([]config.Lane(nil), lanes...)
+		for i := range lanes {
+			lanes[i].Worker.MaxMessages = *maxMessages
 		}
-		q, err := queue.New(ctx, db, l.Lane, nil)
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
-		}
-		tr, err := openTransport(ctx, l.Transport)
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
-		}
-		defer tr.Close()
-		opts := l.Worker
-		opts.Logger = log
-		if *maxMessages >= 0 {
-			opts.MaxMessages = *maxMessages
-		}
-		w, err := queue.NewWorker(q, tr, &opts)
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
-		}
-		log.Info("worker starting", "lane", l.Lane.Name, "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
-		workers = append(workers, w)
 	}
-	// The first worker to return (recycle or shutdown) stops the others: the
-	// process exits and systemd starts it fresh.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer cancel()
-			w.Run(ctx)
-			log.Info("worker stopped", "worker", w.ID(), "stats", fmt.Sprintf("%+v", w.Stats()))
-		}()
-	}
-	wg.Wait()
-	return nil
+	return config.Run(ctx, db, lanes, &config.RunOptions{Logger: log})
 }

@@ -7,10 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
-	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -21,17 +20,17 @@ type storeFlags struct {
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.db, "db", "", "database URL: mysql://user:password@host:3306/dbname or sqlite:path (default: config, $MAILSPOOL_DATABASE, or "+DefaultDatabase+")")
-	fs.StringVar(&f.config, "config", "", "TOML config file with the lanes (default: one lane \"default\", table mail_queue, transport "+DefaultTransport+")")
+	fs.StringVar(&f.db, "db", "", "database URL: mysql://user:password@host:3306/dbname or sqlite:path (default: config, $MAILSPOOL_DATABASE, or "+config.DefaultDatabase+")")
+	fs.StringVar(&f.config, "config", "", "TOML config file with the lanes (default: one lane \"default\", table mail_queue, transport "+config.DefaultTransport+")")
 }
 
 // open loads the config and opens the database.
-func (f *storeFlags) open() (*config, *sql.DB, error) {
-	cfg, err := loadConfig(f.config, f.db)
+func (f *storeFlags) open() (*config.Config, *sql.DB, error) {
+	cfg, err := config.Load(f.config, f.db)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := dburl.Open(cfg.Database)
+	db, err := cfg.Open()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -54,12 +53,12 @@ func (f *laneFlags) register(fs *flag.FlagSet) {
 
 // openQueues loads the config, opens the database and the Queue of each
 // selected lane. The caller closes db.
-func (f *laneFlags) openQueues(ctx context.Context) ([]laneSetup, []*queue.Queue, *sql.DB, error) {
+func (f *laneFlags) openQueues(ctx context.Context) ([]config.Lane, []*queue.Queue, *sql.DB, error) {
 	cfg, db, err := f.open()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lanes, err := cfg.pickLanes(f.lane)
+	lanes, err := cfg.Pick(f.lane)
 	if err == nil {
 		var qs []*queue.Queue
 		if qs, err = queues(ctx, db, lanes, nil); err == nil {
@@ -70,23 +69,8 @@ func (f *laneFlags) openQueues(ctx context.Context) ([]laneSetup, []*queue.Queue
 	return nil, nil, nil, err
 }
 
-// pickLanes returns the lanes named (all when name is "").
-func (c *config) pickLanes(name string) ([]laneSetup, error) {
-	if name == "" {
-		return c.Lanes, nil
-	}
-	var names []string
-	for _, l := range c.Lanes {
-		if l.Lane.Name == name {
-			return []laneSetup{l}, nil
-		}
-		names = append(names, l.Lane.Name)
-	}
-	return nil, fmt.Errorf("no lane %q in the config (lanes: %s)", name, strings.Join(names, ", "))
-}
-
 // queues opens the Queue of each lane.
-func queues(ctx context.Context, db *sql.DB, lanes []laneSetup, opts *queue.Options) ([]*queue.Queue, error) {
+func queues(ctx context.Context, db *sql.DB, lanes []config.Lane, opts *queue.Options) ([]*queue.Queue, error) {
 	qs := make([]*queue.Queue, len(lanes))
 	for i, l := range lanes {
 		q, err := queue.New(ctx, db, l.Lane, opts)
@@ -98,17 +82,9 @@ func queues(ctx context.Context, db *sql.DB, lanes []laneSetup, opts *queue.Opti
 	return qs, nil
 }
 
-func tables(lanes []laneSetup) []string {
-	t := make([]string, len(lanes))
-	for i, l := range lanes {
-		t[i] = l.Lane.Table
-	}
-	return t
-}
-
 // openTransport opens a lane's transport; errors never show the URL's secrets.
 func openTransport(ctx context.Context, rawURL string) (transport.Transport, error) {
-	return transports().OpenTransport(ctx, rawURL)
+	return config.Transports().OpenTransport(ctx, rawURL)
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -3,7 +3,6 @@ package sendgrid
 import (
 	"encoding/json"
 	"fmt"
-	"net/textproto"
 
 	sgmail "github.com/sendgrid/sendgrid-go/helpers/mail"
 
@@ -44,13 +43,9 @@ func requestBody(m *transport.Message) ([]byte, error) {
 		id = transport.NewMessageID(m.From.Address)
 	}
 	v3.SetHeader("Message-ID", "<"+id+">")
-	seen := make(map[string]bool, len(m.Headers))
+	// Validate has refused a header name given twice, which the JSON
+	// object of headers could not hold.
 	for _, h := range m.Headers {
-		key := textproto.CanonicalMIMEHeaderKey(h.Name)
-		if seen[key] {
-			return nil, fmt.Errorf("sendgrid: header %q appears twice; SendGrid takes each header name once", h.Name)
-		}
-		seen[key] = true
 		v3.SetHeader(h.Name, h.Value)
 	}
 	// Not sgmail.GetRequestBody: it logs and drops marshalling errors.

@@ -2,14 +2,10 @@ package sendgrid_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"net/mail"
-	"net/textproto"
 	"net/url"
 	"testing"
 
@@ -18,32 +14,6 @@ import (
 	"github.com/mailspool/mailspool/transport/internal/httpbackend"
 	"github.com/mailspool/mailspool/transport/sendgrid"
 )
-
-// v3Request is the part of a v3 mail/send body the harness reads, written
-// from SendGrid's API reference rather than the SDK's types.
-type v3Request struct {
-	Personalizations []struct {
-		To []struct {
-			Email string `json:"email"`
-			Name  string `json:"name"`
-		} `json:"to"`
-		Subject string `json:"subject"`
-	} `json:"personalizations"`
-	From struct {
-		Email string `json:"email"`
-		Name  string `json:"name"`
-	} `json:"from"`
-	ReplyTo *struct {
-		Email string `json:"email"`
-		Name  string `json:"name"`
-	} `json:"reply_to"`
-	Subject string `json:"subject"`
-	Content []struct {
-		Type  string `json:"type"`
-		Value string `json:"value"`
-	} `json:"content"`
-	Headers map[string]string `json:"headers"`
-}
 
 // harness is a fake SendGrid v3 API on loopback: it checks each request the
 // way SendGrid would (method, path, bearer key, JSON shape) and answers as
@@ -62,12 +32,6 @@ func newHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
 		ErrorFunc:  writeScriptedError,
 	})
 	return h, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func (h *harness) Open(ctx context.Context, s conformance.Scenario) (transport.Transport, error) {
@@ -157,54 +121,4 @@ func (h *harness) check(r *http.Request) (*v3Request, string) {
 		}
 	}
 	return &req, ""
-}
-
-func toReceived(req *v3Request) conformance.Received {
-	p := req.Personalizations[0]
-	got := conformance.Received{
-		From:     req.From.Email,
-		FromName: req.From.Name,
-		ToName:   p.To[0].Name,
-		Subject:  req.Subject,
-		Header:   textproto.MIMEHeader{},
-	}
-	if p.Subject != "" {
-		got.Subject = p.Subject
-	}
-	for _, to := range p.To {
-		got.To = append(got.To, to.Email)
-	}
-	for _, c := range req.Content {
-		switch c.Type {
-		case "text/plain":
-			got.Text = c.Value
-		case "text/html":
-			got.HTML = c.Value
-		}
-	}
-	for k, v := range req.Headers {
-		got.Header.Add(k, v)
-	}
-	if req.ReplyTo != nil {
-		got.Header.Set("Reply-To", (&mail.Address{Name: req.ReplyTo.Name, Address: req.ReplyTo.Email}).String())
-	}
-	return got
-}
-
-// writeErrors answers with SendGrid's v3 error body.
-func writeErrors(w http.ResponseWriter, status int, messages ...string) {
-	type apiError struct {
-		Message string  `json:"message"`
-		Field   *string `json:"field"`
-		Help    *string `json:"help"`
-	}
-	var body struct {
-		Errors []apiError `json:"errors"`
-	}
-	for _, m := range messages {
-		body.Errors = append(body.Errors, apiError{Message: m})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
 }

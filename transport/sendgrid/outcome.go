@@ -2,17 +2,16 @@ package sendgrid
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/sendgrid/rest"
 
-	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/httpapi"
 )
 
 // Limits on the Detail taken from an error body.
@@ -22,15 +21,15 @@ const (
 )
 
 // outcome turns a SendGrid answer into Send's result: a Receipt for 2xx, a
-// *transport.Error otherwise. classify.HTTP maps the status and the retry
-// hints (Retry-After, X-RateLimit-Reset); outcome adds SendGrid's error
+// *transport.Error otherwise. httpapi.StatusError maps the status and the
+// retry hints (Retry-After, X-RateLimit-Reset); outcome adds SendGrid's error
 // messages as Detail and removes key from any text taken from the response.
 func outcome(resp *rest.Response, key string) (transport.Receipt, error) {
 	h := http.Header(resp.Headers)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return transport.Receipt{MessageID: h.Get("X-Message-Id")}, nil
 	}
-	te := statusError(resp.StatusCode, h, resp.Body)
+	te := httpapi.StatusError(resp.StatusCode, h, []byte(resp.Body))
 	if d := errorDetail(resp.Body); d != "" {
 		te.Detail = d
 	}
@@ -38,19 +37,6 @@ func outcome(resp *rest.Response, key string) (transport.Receipt, error) {
 		te.Detail = strings.ReplaceAll(te.Detail, key, "xxxxx")
 	}
 	return transport.Receipt{}, te
-}
-
-// statusError is classify's reading of a non-2xx answer as a
-// *transport.Error that outcome may refine.
-func statusError(status int, h http.Header, body string) *transport.Error {
-	err := classify.HTTP(status, h, []byte(body))
-	var te *transport.Error
-	if errors.As(err, &te) {
-		return te
-	}
-	// classify sees no failure in a 3xx, but redirects are not followed:
-	// the endpoint is not the API, a setup problem.
-	return &transport.Error{Kind: transport.Connection, Code: status, Detail: "unexpected answer " + strconv.Itoa(status) + " from the endpoint"}
 }
 
 // apiErrors is SendGrid's v3 error body.
@@ -107,18 +93,10 @@ func htmlTitle(s string) string {
 }
 
 // clean replaces invalid UTF-8, collapses whitespace and control characters
-// to single spaces and cuts s to maxDetailLen bytes on a rune boundary.
+// to single spaces and clips s to maxDetailLen bytes (textclip.Clip).
 func clean(s string) string {
 	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.IsControl(r)
 	}), " ")
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= maxDetailLen {
-		return s
-	}
-	cut := maxDetailLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
+	return textclip.Clip(strings.ToValidUTF8(s, "\uFFFD"), maxDetailLen)
 }

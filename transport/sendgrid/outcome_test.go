@@ -3,6 +3,9 @@ package sendgrid
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestErrorDetail(t *testing.T) {
@@ -21,19 +24,15 @@ func TestErrorDetail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := errorDetail(tt.body); got != tt.want {
-				t.Errorf("errorDetail(%q) = %q, want %q", tt.body, got, tt.want)
-			}
+			assert.Equal(t, tt.want, errorDetail(tt.body), "errorDetail(%q)", tt.body)
 		})
 	}
 }
 
 func TestCleanCutsOnARuneBoundary(t *testing.T) {
 	got := clean(strings.Repeat("é", maxDetailLen))
-	if len(got) > maxDetailLen+len("...") || !strings.HasSuffix(got, "...") {
-		t.Fatalf("clean of a long text = %d bytes %q, want at most %d bytes ending in ...", len(got), got, maxDetailLen+3)
-	}
-	if !strings.HasPrefix(got, "éé") || strings.ContainsRune(got, '\uFFFD') {
-		t.Errorf("clean cut inside a rune: %q", got)
-	}
+	require.LessOrEqual(t, len(got), maxDetailLen+len("..."), "clean of a long text: %q", got)
+	require.True(t, strings.HasSuffix(got, "..."), "clean of a long text %q does not end in ...", got)
+	assert.True(t, strings.HasPrefix(got, "éé"), "clean cut inside a rune: %q", got)
+	assert.NotContains(t, got, "\uFFFD", "clean cut inside a rune")
 }

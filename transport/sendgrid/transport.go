@@ -3,37 +3,107 @@ package sendgrid
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptrace"
-	"sync/atomic"
+	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/sendgrid/rest"
-	"github.com/sendgrid/sendgrid-go"
+	sg "github.com/sendgrid/sendgrid-go"
 
-	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/httpapi"
+	"github.com/mailspool/mailspool/transport/internal/urlopt"
 )
 
 // sendPath is the v3 mail send endpoint, relative to the base URL.
 const sendPath = "/v3/mail/send"
 
-// ErrClosed is in the chain of the error Send returns after Close.
-var ErrClosed = errors.New("sendgrid: transport is closed")
+// Base URLs of the SendGrid API.
+const (
+	DefaultEndpoint = "https://api.sendgrid.com"
+	EUEndpoint      = "https://api.eu.sendgrid.com"
+)
+
+// DefaultTimeout bounds one Send when Options.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
+// EnvAPIKey is the environment variable read when no API key is given.
+const EnvAPIKey = "SENDGRID_API_KEY"
+
+// Options configures a Transport. The zero value sends to DefaultEndpoint
+// with the key from EnvAPIKey.
+type Options struct {
+	// APIKey authenticates to SendGrid; empty means os.Getenv(EnvAPIKey).
+	APIKey string
+	// Endpoint is the API base URL (scheme, host, optional path prefix);
+	// empty means DefaultEndpoint.
+	Endpoint string
+	// Timeout bounds one Send, including reading the response; zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Open returns a Transport for the SendGrid v3 API. It fails when no API
+// key is set, or when the key or endpoint is malformed; it does not contact
+// SendGrid. A nil opts means the zero Options.
+func Open(ctx context.Context, opts *Options) (*Transport, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.APIKey == "" {
+		o.APIKey = os.Getenv(EnvAPIKey)
+	}
+	if err := checkKey(o.APIKey); err != nil {
+		return nil, err
+	}
+	if o.Endpoint == "" {
+		o.Endpoint = DefaultEndpoint
+	}
+	base, err := parseEndpoint(o.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("sendgrid: timeout %v is negative", o.Timeout)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	return &Transport{key: o.APIKey, base: base, timeout: o.Timeout, http: httpapi.NewClient(nil)}, nil
+}
+
+// checkKey reports a missing or malformed key without ever quoting it.
+func checkKey(key string) error {
+	if key == "" {
+		return errors.New("sendgrid: no API key: set the URL password (sendgrid://apikey:KEY@default), Options.APIKey or " + EnvAPIKey)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c > '~' {
+			return errors.New("sendgrid: the API key contains spaces, control or non-ASCII characters")
+		}
+	}
+	return nil
+}
+
+// parseEndpoint checks an API base URL and returns it without a trailing
+// slash.
+func parseEndpoint(raw string) (string, error) {
+	u, err := urlopt.Endpoint(raw)
+	if err != nil {
+		return "", fmt.Errorf("sendgrid: %w", err)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
 
 // Transport sends mail through the SendGrid v3 API. It is safe for
 // concurrent use; open it with Open or URLOpener.
 type Transport struct {
-	key    string
-	base   string
-	hc     *http.Client
-	client *rest.Client
-	closed atomic.Bool
-}
-
-func newTransport(key, base string, timeout time.Duration) *Transport {
-	hc := newHTTPClient(timeout)
-	return &Transport{key: key, base: base, hc: hc, client: &rest.Client{HTTPClient: hc}}
+	key     string
+	base    string
+	timeout time.Duration
+	http    *httpapi.Client
 }
 
 // Send posts m to /v3/mail/send once. A 2xx answer is success and the
@@ -41,43 +111,34 @@ func newTransport(key, base string, timeout time.Duration) *Transport {
 // *transport.Error as the package documentation lists. An invalid m is
 // Permanent and never reaches the wire.
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
-	if t.closed.Load() {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Err: ErrClosed}
+	if err := t.http.CheckOpen(); err != nil {
+		return transport.Receipt{}, err
 	}
 	body, err := requestBody(m)
 	if err != nil {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Err: err}
 	}
-	r := sendgrid.GetRequest(t.key, sendPath, t.base)
+	r := sg.GetRequest(t.key, sendPath, t.base)
 	r.Method = rest.Post // GetRequest leaves it empty, which would be a GET
 	r.Body = body
 
-	// wrote is set once the whole request, body included, went out: from
-	// then on a missing answer may hide an accepted mail.
-	var wrote atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(i httptrace.WroteRequestInfo) {
-			if i.Err == nil {
-				wrote.Store(true)
-			}
-		},
-	})
-	resp, err := t.client.SendWithContext(ctx, r)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	ctx, wrote := httpapi.TraceWrite(ctx)
+	// One attempt: not the SDK's MakeRequestRetry, which retries and
+	// sleeps without honouring ctx.
+	resp, err := (&rest.Client{HTTPClient: t.http.HTTP}).SendWithContext(ctx, r)
 	if resp == nil {
-		if wrote.Load() {
-			return transport.Receipt{}, classify.MaybeDelivered(err)
-		}
-		return transport.Receipt{}, classify.Error(err)
+		return transport.Receipt{}, httpapi.NoAnswer(err, wrote())
 	}
 	// A response whose body could not be read still has its status.
 	return outcome(resp, t.key)
 }
 
 // Close releases idle connections. It is idempotent; Send after Close
-// fails with ErrClosed in its chain.
+// fails with transport.ErrClosed in its chain.
 func (t *Transport) Close() error {
-	t.closed.Store(true)
-	t.hc.CloseIdleConnections()
+	t.http.Close()
 	return nil
 }
 

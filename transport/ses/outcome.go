@@ -6,13 +6,14 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 
 	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/httpapi"
 )
 
 // maxDetailLen bounds the Detail taken from an SES error message.
@@ -89,10 +90,7 @@ func classifySendError(err error, wrote bool, now time.Time) error {
 	var respErr *awshttp.ResponseError
 	if !errors.As(err, &respErr) || respErr.HTTPStatusCode() == 0 {
 		// No answer: refused, TLS, timeout, reset, cancelled context.
-		if wrote {
-			return classify.MaybeDelivered(err)
-		}
-		return classify.Error(err)
+		return httpapi.NoAnswer(err, wrote)
 	}
 	status := respErr.HTTPStatusCode()
 	if status >= 200 && status < 300 {
@@ -105,7 +103,7 @@ func classifySendError(err error, wrote bool, now time.Time) error {
 	var apiErr smithy.APIError
 	if !errors.As(err, &apiErr) {
 		// An answer that is not an AWS error, such as an HTML 503 from a proxy.
-		e := statusError(status, header)
+		e := httpapi.StatusError(status, header, nil)
 		e.Err = err
 		return withRetryAfter(e, header, now)
 	}
@@ -119,7 +117,7 @@ func classifySendError(err error, wrote bool, now time.Time) error {
 func classifyAPIError(status int, header http.Header, code, message string) *transport.Error {
 	kind, named := codeKinds[code]
 	if !named {
-		e := statusError(status, header)
+		e := httpapi.StatusError(status, header, nil)
 		if e.Kind == transport.Permanent {
 			// An error SES did not document for SendEmail may be anything:
 			// one retry too many is better than dropping a good mail.
@@ -131,18 +129,6 @@ func classifyAPIError(status int, header http.Header, code, message string) *tra
 		kind = transport.Connection
 	}
 	return &transport.Error{Kind: kind, Code: status}
-}
-
-// statusError classifies a failing HTTP status with the generic table of
-// package classify. Redirects, which classify does not count as failures,
-// are Connection: Send never follows them, and SES does not send them, so
-// the endpoint is wrong.
-func statusError(status int, header http.Header) *transport.Error {
-	var e *transport.Error
-	if errors.As(classify.HTTP(status, header, nil), &e) {
-		return e
-	}
-	return &transport.Error{Kind: transport.Connection, Code: status, Detail: http.StatusText(status)}
 }
 
 // withRetryAfter sets e.RetryAfter from a Retry-After header unless it is
@@ -157,21 +143,14 @@ func withRetryAfter(e *transport.Error, header http.Header, now time.Time) *tran
 	return e
 }
 
-// detail returns "Code: message (request id)" on one line, at most
-// maxDetailLen bytes long.
+// detail returns "Code: message (request id)" on one line, the code and
+// message clipped to maxDetailLen bytes (textclip.Clip).
 func detail(code, message, requestID string) string {
 	s := code
 	if message != "" && message != code {
 		s += ": " + message
 	}
-	s = strings.Join(strings.FieldsFunc(s, unicode.IsControl), " ")
-	if len(s) > maxDetailLen {
-		cut := maxDetailLen
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
+	s = textclip.Clip(strings.Join(strings.FieldsFunc(s, unicode.IsControl), " "), maxDetailLen)
 	if requestID != "" {
 		s += " (request " + requestID + ")"
 	}

@@ -139,7 +139,7 @@ func TestDetailIsShort(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	assert.LessOrEqual(t, len(te.Detail), 400)
 	assert.True(t, strings.HasPrefix(te.Detail, "MessageRejected: üü"), te.Detail)
-	assert.Contains(t, te.Detail, "…")
+	assert.Contains(t, te.Detail, "...")
 }
 
 func TestRefusedIsConnection(t *testing.T) {

@@ -3,31 +3,111 @@ package ses
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
-	"net/http/httptrace"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/httpapi"
 	"github.com/mailspool/mailspool/transport/internal/render"
+	"github.com/mailspool/mailspool/transport/internal/urlopt"
 )
 
-// ErrClosed is in the chain of the error Send returns after Close.
-var ErrClosed = errors.New("ses: transport is closed")
+// DefaultTimeout bounds one Send when Options.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
+// Options configures a Transport. The zero value uses the standard AWS
+// configuration chain for credentials and region.
+type Options struct {
+	// Region is the AWS region, e.g. "eu-west-1"; empty means the region of
+	// the AWS configuration chain (AWS_REGION, the shared config profile).
+	Region string
+	// ConfigurationSet names the SES configuration set every mail is sent
+	// with; empty means none (the identity's default, if any).
+	ConfigurationSet string
+	// Endpoint is the API base URL, e.g. http://127.0.0.1:8005 for an
+	// emulator or test server; empty means the SES endpoint of Region.
+	Endpoint string
+	// AccessKeyID and SecretAccessKey, when both set, are the only
+	// credentials used: the AWS configuration chain (environment, shared
+	// files, instance metadata) is not consulted at all. Both empty means
+	// the chain provides credentials. Meant for emulators and tests.
+	AccessKeyID     string
+	SecretAccessKey string
+	// Timeout bounds one Send, including reading the answer; zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Open returns a Transport for the SES v2 API. It loads the AWS
+// configuration (or uses the static credentials of opts) and fails when no
+// region is known or an option is malformed; it does not contact SES, and
+// credentials are resolved at the first Send. A nil opts means the zero
+// Options. Errors never contain the secret access key.
+func Open(ctx context.Context, opts *Options) (*Transport, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if (o.AccessKeyID == "") != (o.SecretAccessKey == "") {
+		return nil, errors.New("ses: give both an access key id and a secret access key, or neither to use the AWS credential chain")
+	}
+	if o.Region != "" && !validRegion(o.Region) {
+		return nil, fmt.Errorf("ses: region %q is not a region name like eu-west-1", o.Region)
+	}
+	if o.Endpoint != "" {
+		if _, err := urlopt.Endpoint(o.Endpoint); err != nil {
+			return nil, fmt.Errorf("ses: %w", err)
+		}
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("ses: timeout %v is negative", o.Timeout)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	cfg, err := loadConfig(ctx, &o)
+	if err != nil {
+		return nil, err
+	}
+	// The AWS configuration's transport keeps settings such as a custom CA
+	// bundle (AWS_CA_BUNDLE).
+	var base *http.Transport
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		base = bc.GetTransport()
+	}
+	hc := httpapi.NewClient(base)
+	client := sesv2.NewFromConfig(cfg, func(so *sesv2.Options) {
+		// One request per Send: the queue owns retries.
+		so.Retryer = aws.NopRetryer{}
+		so.RetryMaxAttempts = 0
+		so.HTTPClient = hc.HTTP
+		if o.Endpoint != "" {
+			so.BaseEndpoint = aws.String(o.Endpoint)
+		}
+	})
+	return &Transport{
+		client:  client,
+		creds:   cfg.Credentials,
+		http:    hc,
+		confSet: o.ConfigurationSet,
+		timeout: o.Timeout,
+	}, nil
+}
 
 // Transport sends mail through the Amazon SES v2 SendEmail API as raw MIME.
 // It is safe for concurrent use; open it with Open or URLOpener.
 type Transport struct {
 	client  *sesv2.Client
 	creds   aws.CredentialsProvider
-	http    *http.Client
+	http    *httpapi.Client
 	confSet string
 	timeout time.Duration
-	closed  atomic.Bool
 }
 
 // Send renders m as MIME and makes one SendEmail request for its one
@@ -37,8 +117,8 @@ type Transport struct {
 // Permanent and never reaches the wire. When m.MessageID is empty a fresh
 // one is used for the Message-ID header (see render.Msg for the MIME form).
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
-	if t.closed.Load() {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Err: ErrClosed}
+	if err := t.http.CheckOpen(); err != nil {
+		return transport.Receipt{}, err
 	}
 	// SES does not take SMTPUTF8: addresses must be 7-bit ASCII, with
 	// internationalized domains as A-labels (Punycode).
@@ -59,16 +139,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	if _, err := t.creds.Retrieve(ctx); err != nil {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Detail: "no usable AWS credentials", Err: err}
 	}
-	// wrote is set once the whole request, body included, went out: from
-	// then on a missing answer may hide an accepted mail.
-	var wrote atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(i httptrace.WroteRequestInfo) {
-			if i.Err == nil {
-				wrote.Store(true)
-			}
-		},
-	})
+	ctx, wrote := httpapi.TraceWrite(ctx)
 	in := &sesv2.SendEmailInput{
 		FromEmailAddress: aws.String(a.From.Address),
 		Destination:      &types.Destination{ToAddresses: []string{a.To.Address}},
@@ -79,7 +150,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	}
 	out, err := t.client.SendEmail(ctx, in)
 	if err != nil {
-		return transport.Receipt{}, classifySendError(err, wrote.Load(), time.Now())
+		return transport.Receipt{}, classifySendError(err, wrote(), time.Now())
 	}
 	if out.MessageId == nil || *out.MessageId == "" {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Code: http.StatusOK, MaybeDelivered: true,
@@ -89,10 +160,9 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 }
 
 // Close releases idle connections. It is idempotent; Send after Close
-// fails with ErrClosed in its chain.
+// fails with transport.ErrClosed in its chain.
 func (t *Transport) Close() error {
-	t.closed.Store(true)
-	t.http.CloseIdleConnections()
+	t.http.Close()
 	return nil
 }
 

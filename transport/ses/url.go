@@ -11,6 +11,9 @@ import (
 	"github.com/mailspool/mailspool/transport/internal/urlopt"
 )
 
+// Scheme is the URL scheme this package opens.
+const Scheme = "ses"
+
 // URLOpener opens "ses://" URLs (see the package documentation). Its zero
 // value is ready to use.
 type URLOpener struct{}

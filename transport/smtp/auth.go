@@ -4,7 +4,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/wneessen/go-mail/smtp"
+	mailsmtp "github.com/wneessen/go-mail/smtp"
 )
 
 var (
@@ -15,17 +15,17 @@ var (
 	errNoAuthMechanism = errors.New("smtp: server offers no AUTH mechanism this client supports (PLAIN, LOGIN)")
 )
 
-// auth is an smtp.Auth for one session: it refuses to start without TLS
+// auth is an mailsmtp.Auth for one session: it refuses to start without TLS
 // unless plaintext is allowed, then uses PLAIN, or LOGIN when the server
 // does not offer PLAIN.
 type auth struct {
 	username, password string
 	allowPlaintext     bool
-	mech               smtp.Auth
+	mech               mailsmtp.Auth
 }
 
 // Start picks the mechanism for server and starts it.
-func (a *auth) Start(server *smtp.ServerInfo) (string, []byte, error) {
+func (a *auth) Start(server *mailsmtp.ServerInfo) (string, []byte, error) {
 	if !server.TLS && !a.allowPlaintext {
 		return "", nil, errAuthNeedsTLS
 	}
@@ -33,9 +33,9 @@ func (a *auth) Start(server *smtp.ServerInfo) (string, []byte, error) {
 	// its own rule (host names "localhost", "127.0.0.1" and "::1" only).
 	switch {
 	case slices.Contains(server.Auth, "PLAIN"):
-		a.mech = smtp.PlainAuth("", a.username, a.password, server.Name, true)
+		a.mech = mailsmtp.PlainAuth("", a.username, a.password, server.Name, true)
 	case slices.Contains(server.Auth, "LOGIN"):
-		a.mech = smtp.LoginAuth(a.username, a.password, server.Name, true)
+		a.mech = mailsmtp.LoginAuth(a.username, a.password, server.Name, true)
 	default:
 		return "", nil, errNoAuthMechanism
 	}

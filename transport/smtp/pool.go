@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
 // pool holds the sessions of a Transport: at most size open at once (busy
@@ -28,7 +30,7 @@ func newPool(size int, idleTimeout time.Duration) *pool {
 func (p *pool) acquire(ctx context.Context) error {
 	select {
 	case <-p.done:
-		return errClosed
+		return transport.ErrClosed
 	default:
 	}
 	select {
@@ -37,7 +39,7 @@ func (p *pool) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-p.done:
-		return errClosed
+		return transport.ErrClosed
 	}
 }
 

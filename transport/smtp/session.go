@@ -3,15 +3,10 @@ package smtp
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"net"
 	"time"
 
-	"github.com/wneessen/go-mail/smtp"
-
-	"github.com/mailspool/mailspool/classify"
-	"github.com/mailspool/mailspool/transport"
+	mailsmtp "github.com/wneessen/go-mail/smtp"
 )
 
 // quitWait bounds the polite QUIT when an idle or closed transport lets a
@@ -22,7 +17,7 @@ const quitWait = time.Second
 // ready for MAIL FROM. It is used by one Send at a time.
 type session struct {
 	conn *conn
-	sc   *smtp.Client
+	sc   *mailsmtp.Client
 	idle *time.Timer // set while the session waits in the pool
 }
 
@@ -60,7 +55,7 @@ func (t *Transport) handshake(ctx context.Context, c *conn) (s *session, stage s
 		}
 		nc = tc
 	}
-	sc, err := smtp.NewClient(nc, t.cfg.host)
+	sc, err := mailsmtp.NewClient(nc, t.cfg.host)
 	if err != nil {
 		return nil, "greeting", err
 	}
@@ -82,27 +77,6 @@ func (t *Transport) handshake(ctx context.Context, c *conn) (s *session, stage s
 		}
 	}
 	return &session{conn: c, sc: sc}, "", nil
-}
-
-// errNoSTARTTLS: TLS is mandatory and the server does not offer STARTTLS
-// (or someone on the path removed it).
-var errNoSTARTTLS = errors.New("smtp: server does not offer STARTTLS, and tls=starttls requires it")
-
-// setupError classifies a failure before any mail was handed over: it is
-// never MaybeDelivered. When ctx ended, its error is the cause.
-func (t *Transport) setupError(ctx context.Context, stage string, err error) error {
-	switch {
-	case errors.Is(err, errNoSTARTTLS):
-		return &transport.Error{Kind: transport.Connection, Detail: "server does not offer STARTTLS", Err: err}
-	case errors.Is(err, errAuthNeedsTLS):
-		return &transport.Error{Kind: transport.Connection, Detail: "credentials refused over a connection without TLS", Err: err}
-	case errors.Is(err, errNoAuthMechanism):
-		return &transport.Error{Kind: transport.Connection, Detail: "server offers no supported AUTH mechanism", Err: err}
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-		err = fmt.Errorf("%w: %w", ctxErr, err)
-	}
-	return classify.Error(fmt.Errorf("smtp: %s %s: %w", stage, t.cfg.addr, err))
 }
 
 // alive reports whether a session that waited in the pool still answers

@@ -4,13 +4,63 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/wneessen/go-mail"
 
-	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/internal/render"
 )
+
+// TLSMode says how a connection is protected.
+type TLSMode string
+
+const (
+	// StartTLS upgrades a plain connection with STARTTLS and fails when the
+	// server does not offer it. The default.
+	StartTLS TLSMode = "starttls"
+	// ImplicitTLS speaks TLS from the first byte (port 465, "smtps").
+	ImplicitTLS TLSMode = "implicit"
+	// NoTLS sends everything in clear: only for a local relay or tests.
+	NoTLS TLSMode = "none"
+)
+
+// Defaults used for zero Options fields.
+const (
+	DefaultTimeout     = 30 * time.Second
+	DefaultIdleTimeout = 30 * time.Second
+	DefaultPool        = 4
+)
+
+// Options configure a Transport. Each field is one URL query parameter (see
+// the package documentation); the zero value means the default.
+type Options struct {
+	// TLS is the protection mode; "" means StartTLS.
+	TLS TLSMode
+	// Username and Password authenticate with AUTH PLAIN or LOGIN. An empty
+	// Username means no AUTH.
+	Username string
+	Password string
+	// PasswordEnv names an environment variable that holds the password;
+	// Open reads it. Set at most one of Password and PasswordEnv.
+	PasswordEnv string
+	// Timeout bounds each read and write on the connection (each command
+	// and its reply, each chunk of DATA); 0 means DefaultTimeout.
+	Timeout time.Duration
+	// HELO is the name sent with EHLO; "" means this machine's host name.
+	HELO string
+	// ServerName is the name the server's certificate must match; "" means
+	// the host given to Open.
+	ServerName string
+	// CAFile is a PEM file of CA certificates trusted instead of the system
+	// roots; "" means the system roots.
+	CAFile string
+	// IdleTimeout is how long a connection waits in the pool for the next
+	// message before it is closed; 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Pool is the most connections open at once; 0 means DefaultPool.
+	Pool int
+}
 
 // Transport sends mail to one SMTP server over a small pool of reused
 // connections. It is safe for concurrent use.
@@ -19,9 +69,6 @@ type Transport struct {
 	mail *mail.Client // sends on the pool's sessions; never dials
 	pool *pool
 }
-
-// errClosed is the cause of every Send after Close.
-var errClosed = errors.New("smtp: transport is closed")
 
 // Open returns a Transport for the SMTP server at host and port (0 means
 // 587, or 465 with implicit TLS); nil opts means the defaults. It checks
@@ -113,8 +160,8 @@ func (t *Transport) session(ctx context.Context) (*session, error) {
 		// idle session and cost the pool a good connection.
 		return nil, t.setupError(ctx, "send to", err)
 	}
-	if err := t.pool.acquire(ctx); errors.Is(err, errClosed) {
-		return nil, &transport.Error{Kind: transport.Connection, Detail: "transport is closed", Err: err}
+	if err := t.pool.acquire(ctx); errors.Is(err, transport.ErrClosed) {
+		return nil, &transport.Error{Kind: transport.Connection, Err: err}
 	} else if err != nil {
 		return nil, t.setupError(ctx, "wait for a connection to", err)
 	}
@@ -138,17 +185,6 @@ func (t *Transport) session(ctx context.Context) (*session, error) {
 func (t *Transport) Close() error {
 	t.pool.close()
 	return nil
-}
-
-// sendError classifies a failed transaction: a connection lost or silent
-// after the DATA terminator without a reply may have delivered the mail;
-// everything else is a reply or a failure before the mail was handed over.
-func sendError(err error) error {
-	var se *mail.SendError
-	if errors.As(err, &se) && se.Reason == mail.ErrSMTPDataClose && se.ErrorCode() == 0 {
-		return classify.MaybeDelivered(err)
-	}
-	return classify.Error(err)
 }
 
 var _ transport.Transport = (*Transport)(nil)

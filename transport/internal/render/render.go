@@ -6,7 +6,6 @@ package render
 import (
 	"bytes"
 	"fmt"
-	"net/textproto"
 	"strings"
 
 	"github.com/wneessen/go-mail"
@@ -24,13 +23,12 @@ import (
 //   - a text/plain or text/html body, or multipart/alternative with both,
 //     UTF-8 and quoted-printable;
 //   - the extra headers, values RFC 2047 encoded when needed. go-mail writes
-//     header fields sorted by name, so the order of m.Headers is not kept,
-//     and a name given twice (in any case) is an error;
+//     header fields sorted by name, so the order of m.Headers is not kept
+//     (Validate refuses a name given twice, in any case);
 //   - no User-Agent or X-Mailer.
 //
 // The Message-ID the mail goes out with is [mail.Msg.GetMessageID] with its
-// angle brackets. Errors from Validate match [transport.ErrInvalidMessage];
-// so does the error for a repeated header name.
+// angle brackets. Errors from Validate match [transport.ErrInvalidMessage].
 func Msg(m *transport.Message) (*mail.Msg, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -57,16 +55,9 @@ func Msg(m *transport.Message) (*mail.Msg, error) {
 	default:
 		msg.SetBodyString(mail.TypeTextHTML, m.HTML)
 	}
-	seen := make(map[string]bool, len(m.Headers))
-	for i, h := range m.Headers {
-		key := textproto.CanonicalMIMEHeaderKey(h.Name)
-		if seen[key] {
-			return nil, &transport.ValidationError{
-				Field:  fmt.Sprintf("headers[%d].name", i),
-				Reason: fmt.Sprintf("%q appears twice; SMTP mail is rendered with each extra header name once", h.Name),
-			}
-		}
-		seen[key] = true
+	// Validate has refused a header name given twice: go-mail keeps one
+	// value per name.
+	for _, h := range m.Headers {
 		msg.SetGenHeader(mail.Header(h.Name), h.Value)
 	}
 	return msg, nil

@@ -1,6 +1,14 @@
-package main
+// Package config reads mailspool's TOML config file and runs the worker of
+// every lane it names: the same format and supervisor the mailspool command
+// uses, for an application that embeds the worker in its own process.
+//
+//	cfg, err := config.Load("mailspool.toml", "")
+//	db, err := cfg.Open()
+//	err = config.Run(ctx, db, cfg.Lanes, nil) // until ctx ends or a worker stops
+package config
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -12,13 +20,15 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/queue/dburl"
 )
 
-// DefaultDatabase is the database used when neither --db, the config file
-// nor MAILSPOOL_DATABASE names one.
+// DefaultDatabase is the database used when neither the database argument
+// of Load, the config file nor MAILSPOOL_DATABASE names one.
 const DefaultDatabase = "sqlite:mailspool.db"
 
-// DefaultTransport is the transport of the lane used without a config file.
+// DefaultTransport is the transport of the lane Load returns without a
+// config file.
 const DefaultTransport = "fake://"
 
 // fileConfig is the TOML config file:
@@ -66,49 +76,58 @@ type laneConfig struct {
 	KeepFailed         string   `toml:"keep_failed"`
 }
 
-// config is the validated configuration.
-type config struct {
+// Config is a validated configuration.
+type Config struct {
+	// Database is the database URL (package dburl): the database argument
+	// of Load, else MAILSPOOL_DATABASE, else the file's, else
+	// DefaultDatabase.
 	Database string
-	Lanes    []laneSetup // sorted by name
+	// Lanes are sorted by name; no two share a table.
+	Lanes []Lane
 }
 
-// laneSetup is everything one lane's worker needs.
-type laneSetup struct {
-	Lane      queue.Lane
+// Lane is everything one lane's worker needs.
+type Lane struct {
+	Lane queue.Lane
+	// Transport is the transport URL; it may hold secrets, so log it only
+	// through transport.Redact.
 	Transport string
 	Worker    queue.WorkerOptions
 }
 
 var laneName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
-// loadConfig reads path ("" = no file: the default lane) and applies the
-// environment and the --db flag (dbFlag, "" = not given).
-func loadConfig(path, dbFlag string) (*config, error) {
+// Load reads the config file at path and applies the environment and
+// database ("" = not given), which replaces the database URL of the file and
+// of MAILSPOOL_DATABASE. With path "" there is no file: one lane "default"
+// on table mail_queue with DefaultTransport. Every value is checked here, by
+// the rules of queue.New and queue.NewWorker, and an error names its key.
+func Load(path, database string) (*Config, error) {
 	fc := fileConfig{}
 	if path != "" {
 		md, err := toml.DecodeFile(path, &fc)
 		if err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, fmt.Errorf("config: %s: %w", path, err)
 		}
 		if undecoded := md.Undecoded(); len(undecoded) > 0 {
 			keys := make([]string, len(undecoded))
 			for i, k := range undecoded {
 				keys[i] = k.String()
 			}
-			return nil, fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
+			return nil, fmt.Errorf("config: %s: unknown key %s", path, strings.Join(keys, ", "))
 		}
 		if len(fc.Lanes) == 0 {
-			return nil, fmt.Errorf("config %s: no [lanes.NAME] section", path)
+			return nil, fmt.Errorf("config: %s: no [lanes.NAME] section", path)
 		}
 	} else {
 		fc.Lanes = map[string]laneConfig{"default": {Transport: DefaultTransport}}
 	}
-	cfg := &config{Database: fc.Database}
+	cfg := &Config{Database: fc.Database}
 	if v := os.Getenv("MAILSPOOL_DATABASE"); v != "" {
 		cfg.Database = v
 	}
-	if dbFlag != "" {
-		cfg.Database = dbFlag
+	if database != "" {
+		cfg.Database = database
 	}
 	if cfg.Database == "" {
 		cfg.Database = DefaultDatabase
@@ -133,15 +152,15 @@ func loadConfig(path, dbFlag string) (*config, error) {
 	return cfg, nil
 }
 
-func buildLane(name string, lc laneConfig) (laneSetup, error) {
+func buildLane(name string, lc laneConfig) (Lane, error) {
 	key := "lanes." + name
 	if !laneName.MatchString(name) {
-		return laneSetup{}, fmt.Errorf("config: %s: lane names are 1-32 of a-z, 0-9, _ and -, starting with a letter", key)
+		return Lane{}, fmt.Errorf("config: %s: lane names are 1-32 of a-z, 0-9, _ and -, starting with a letter", key)
 	}
-	fail := func(field string, err error) (laneSetup, error) {
-		return laneSetup{}, fmt.Errorf("config: %s.%s: %w", key, field, err)
+	fail := func(field string, err error) (Lane, error) {
+		return Lane{}, fmt.Errorf("config: %s.%s: %w", key, field, err)
 	}
-	ls := laneSetup{Transport: lc.Transport}
+	ls := Lane{Transport: lc.Transport}
 	if v := os.Getenv(laneEnv(name)); v != "" {
 		ls.Transport = v
 	}
@@ -183,7 +202,7 @@ func buildLane(name string, lc laneConfig) (laneSetup, error) {
 		if d.value == "" {
 			continue
 		}
-		if *d.dst, err = parseDuration(d.value); err != nil {
+		if *d.dst, err = ParseDuration(d.value); err != nil {
 			return fail(d.field, err)
 		}
 		if *d.dst <= 0 {
@@ -192,31 +211,43 @@ func buildLane(name string, lc laneConfig) (laneSetup, error) {
 	}
 	ls.Worker = w
 	// Let the queue and worker check the rest now, so a bad value is
-	// reported with its key before anything runs.
-	if err := checkLane(ls); err != nil {
-		return fail("", err)
+	// reported with its lane before anything runs.
+	if err := ls.Lane.Validate(); err != nil {
+		return Lane{}, fmt.Errorf("config: %s: %w", key, err)
+	}
+	if err := ls.Worker.Validate(); err != nil {
+		return Lane{}, fmt.Errorf("config: %s: %w", key, err)
 	}
 	return ls, nil
 }
 
-// checkLane runs the queue's own validation of the lane and worker options.
-func checkLane(ls laneSetup) error {
-	if ls.Lane.MaxSize < 0 {
-		return fmt.Errorf("max_size %d is negative", ls.Lane.MaxSize)
+// Open opens the configured database (package dburl).
+func (c *Config) Open() (*sql.DB, error) {
+	return dburl.Open(c.Database)
+}
+
+// Pick returns the lane called name, or every lane when name is "".
+func (c *Config) Pick(name string) ([]Lane, error) {
+	if name == "" {
+		return c.Lanes, nil
 	}
-	if n := ls.Lane.Retry.MaxAttempts; n < 0 || n > 1000 {
-		return fmt.Errorf("max_attempts %d out of range 1..1000", n)
+	var names []string
+	for _, l := range c.Lanes {
+		if l.Lane.Name == name {
+			return []Lane{l}, nil
+		}
+		names = append(names, l.Lane.Name)
 	}
-	if ls.Worker.Batch < 0 || ls.Worker.Batch > 500 {
-		return fmt.Errorf("batch %d out of range 1..500", ls.Worker.Batch)
+	return nil, fmt.Errorf("config: no lane %q (lanes: %s)", name, strings.Join(names, ", "))
+}
+
+// Tables returns the lanes' tables, for queue.Migrate.
+func Tables(lanes []Lane) []string {
+	t := make([]string, len(lanes))
+	for i, l := range lanes {
+		t[i] = l.Lane.Table
 	}
-	if ls.Worker.Concurrency < 0 {
-		return fmt.Errorf("concurrency %d is negative", ls.Worker.Concurrency)
-	}
-	if ls.Worker.MaxMessages < 0 {
-		return fmt.Errorf("max_messages %d is negative", ls.Worker.MaxMessages)
-	}
-	return nil
+	return t
 }
 
 // laneEnv is the environment variable that replaces a lane's transport.
@@ -243,15 +274,15 @@ func parseLimit(s string) (queue.Limit, error) {
 	if !ok || err != nil || count < 1 {
 		return queue.Limit{}, fmt.Errorf("%q is not N/DURATION (e.g. 3/1h) or off", s)
 	}
-	d, err := parseDuration(strings.TrimSpace(per))
+	d, err := ParseDuration(strings.TrimSpace(per))
 	if err != nil || d <= 0 {
 		return queue.Limit{}, fmt.Errorf("%q is not N/DURATION (e.g. 3/1h) or off", s)
 	}
 	return queue.Limit{N: count, Per: d}, nil
 }
 
-// parseDuration is time.ParseDuration that also takes days ("30d").
-func parseDuration(s string) (time.Duration, error) {
+// ParseDuration is time.ParseDuration that also takes whole days ("30d").
+func ParseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
 		if err != nil {
@@ -275,7 +306,7 @@ func parseDurations(ss []string) ([]time.Duration, error) {
 	}
 	ds := make([]time.Duration, len(ss))
 	for i, s := range ss {
-		d, err := parseDuration(s)
+		d, err := ParseDuration(s)
 		if err != nil {
 			return nil, err
 		}

@@ -11,56 +11,6 @@ import (
 	"time"
 )
 
-// TLSMode says how a connection is protected.
-type TLSMode string
-
-const (
-	// StartTLS upgrades a plain connection with STARTTLS and fails when the
-	// server does not offer it. The default.
-	StartTLS TLSMode = "starttls"
-	// ImplicitTLS speaks TLS from the first byte (port 465, "smtps").
-	ImplicitTLS TLSMode = "implicit"
-	// NoTLS sends everything in clear: only for a local relay or tests.
-	NoTLS TLSMode = "none"
-)
-
-// Defaults used for zero Options fields.
-const (
-	DefaultTimeout     = 30 * time.Second
-	DefaultIdleTimeout = 30 * time.Second
-	DefaultPool        = 4
-)
-
-// Options configure a Transport. Each field is one URL query parameter (see
-// the package documentation); the zero value means the default.
-type Options struct {
-	// TLS is the protection mode; "" means StartTLS.
-	TLS TLSMode
-	// Username and Password authenticate with AUTH PLAIN or LOGIN. An empty
-	// Username means no AUTH.
-	Username string
-	Password string
-	// PasswordEnv names an environment variable that holds the password;
-	// Open reads it. Set at most one of Password and PasswordEnv.
-	PasswordEnv string
-	// Timeout bounds each read and write on the connection (each command
-	// and its reply, each chunk of DATA); 0 means DefaultTimeout.
-	Timeout time.Duration
-	// HELO is the name sent with EHLO; "" means this machine's host name.
-	HELO string
-	// ServerName is the name the server's certificate must match; "" means
-	// the host given to Open.
-	ServerName string
-	// CAFile is a PEM file of CA certificates trusted instead of the system
-	// roots; "" means the system roots.
-	CAFile string
-	// IdleTimeout is how long a connection waits in the pool for the next
-	// message before it is closed; 0 means DefaultIdleTimeout.
-	IdleTimeout time.Duration
-	// Pool is the most connections open at once; 0 means DefaultPool.
-	Pool int
-}
-
 // config is Options resolved against a host: defaults filled in, the
 // password read and the TLS configuration built.
 type config struct {

@@ -209,7 +209,7 @@ func TestSendAfterClose(t *testing.T) {
 	require.NoError(t, tr.Close())
 	require.NoError(t, tr.Close(), "Close is idempotent")
 	_, err := tr.Send(context.Background(), testMessage())
-	assert.ErrorIs(t, err, ses.ErrClosed)
+	assert.ErrorIs(t, err, transport.ErrClosed)
 	assert.Equal(t, transport.Connection, transport.KindOf(err))
 	assert.Empty(t, f.Requests())
 }

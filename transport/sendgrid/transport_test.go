@@ -3,16 +3,16 @@ package sendgrid_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/mail"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/mailspool/mailspool/conformance"
 	"github.com/mailspool/mailspool/transport"
@@ -35,35 +35,6 @@ func testMessage() *transport.Message {
 			{Name: "List-Unsubscribe-Post", Value: "List-Unsubscribe=One-Click"},
 		},
 	}
-}
-
-// scripted is an API that answers every request with one fixed response
-// and counts the requests.
-type scripted struct {
-	status int
-	header http.Header
-	body   string
-	calls  atomic.Int32
-}
-
-func (s *scripted) open(t *testing.T) *sendgrid.Transport {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.calls.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		for k, vs := range s.header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(s.status)
-		_, _ = io.WriteString(w, s.body)
-	}))
-	t.Cleanup(srv.Close)
-	tr, err := sendgrid.Open(context.Background(), &sendgrid.Options{APIKey: testKey, Endpoint: srv.URL, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tr.Close() })
-	return tr
 }
 
 func TestSendStatuses(t *testing.T) {
@@ -146,39 +117,20 @@ func TestSendStatuses(t *testing.T) {
 			api := &scripted{status: tt.status, header: tt.header, body: tt.body}
 			tr := api.open(t)
 			receipt, err := tr.Send(context.Background(), testMessage())
-			if got := transport.KindOf(err); got != tt.kind {
-				t.Fatalf("kind = %v (%v), want %v", got, err, tt.kind)
-			}
-			if receipt != (transport.Receipt{}) {
-				t.Errorf("receipt = %+v on failure, want zero", receipt)
-			}
+			require.Equal(t, tt.kind, transport.KindOf(err), "kind of %v", err)
+			assert.Zero(t, receipt, "receipt on failure")
 			var te *transport.Error
-			if !errors.As(err, &te) {
-				t.Fatalf("error %v has no *transport.Error", err)
-			}
-			if te.Code != tt.status {
-				t.Errorf("Code = %d, want %d", te.Code, tt.status)
-			}
-			if te.MaybeDelivered {
-				t.Errorf("MaybeDelivered set for an HTTP answer")
-			}
+			require.ErrorAs(t, err, &te)
+			assert.Equal(t, tt.status, te.Code, "Code")
+			assert.False(t, te.MaybeDelivered, "MaybeDelivered set for an HTTP answer")
 			for _, d := range tt.detail {
-				if !strings.Contains(te.Detail, d) {
-					t.Errorf("Detail %q does not contain %q", te.Detail, d)
-				}
+				assert.Contains(t, te.Detail, d)
 			}
-			if strings.Contains(err.Error(), testKey) {
-				t.Errorf("error text %q contains the API key", err)
-			}
-			if strings.ContainsAny(te.Detail, "\r\n<>") && !strings.Contains(tt.body, "errors") {
-				t.Errorf("Detail %q keeps markup or line breaks", te.Detail)
-			}
-			if te.RetryAfter < tt.retryAfter[0] || te.RetryAfter > tt.retryAfter[1] {
-				t.Errorf("RetryAfter = %v, want in [%v, %v]", te.RetryAfter, tt.retryAfter[0], tt.retryAfter[1])
-			}
-			if n := api.calls.Load(); n != 1 {
-				t.Errorf("%d requests reached the API, want exactly 1", n)
-			}
+			assert.NotContains(t, err.Error(), testKey, "error text contains the API key")
+			assert.False(t, strings.ContainsAny(te.Detail, "\r\n<>") && !strings.Contains(tt.body, "errors"), "Detail %q keeps markup or line breaks", te.Detail)
+			assert.GreaterOrEqual(t, te.RetryAfter, tt.retryAfter[0], "RetryAfter")
+			assert.LessOrEqual(t, te.RetryAfter, tt.retryAfter[1], "RetryAfter")
+			assert.EqualValues(t, 1, api.calls.Load(), "requests that reached the API")
 		})
 	}
 }
@@ -191,15 +143,10 @@ func TestSendLongErrorListIsShort(t *testing.T) {
 	api := &scripted{status: 400, body: `{"errors":[` + strings.Join(errs, ",") + `]}`}
 	_, err := api.open(t).Send(context.Background(), testMessage())
 	var te *transport.Error
-	if !errors.As(err, &te) || te.Kind != transport.Permanent {
-		t.Fatalf("err = %v, want Permanent", err)
-	}
-	if len(te.Detail) > 400 {
-		t.Errorf("Detail is %d bytes, want a short text: %q", len(te.Detail), te.Detail)
-	}
-	if !strings.Contains(te.Detail, "more") {
-		t.Errorf("Detail %q does not say that more errors were left out", te.Detail)
-	}
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, transport.Permanent, te.Kind, "kind of %v", err)
+	assert.LessOrEqual(t, len(te.Detail), 400, "Detail should be a short text: %q", te.Detail)
+	assert.Contains(t, te.Detail, "more", "Detail should say that more errors were left out")
 }
 
 func TestSendRequestShape(t *testing.T) {
@@ -207,48 +154,28 @@ func TestSendRequestShape(t *testing.T) {
 	var header http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header = r.Header.Clone()
-		if err := json.NewDecoder(r.Body).Decode(&raw); err != nil {
-			t.Errorf("body: %v", err)
-		}
+		assert.NoError(t, json.NewDecoder(r.Body).Decode(&raw), "body")
 		w.Header().Set("X-Message-Id", "abc.123")
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer srv.Close()
 	tr, err := sendgrid.Open(context.Background(), &sendgrid.Options{APIKey: testKey, Endpoint: srv.URL + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tr.Close()
 	m := testMessage()
 	m.MessageID = ""
 	receipt, err := tr.Send(context.Background(), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if receipt.MessageID != "abc.123" {
-		t.Errorf("receipt MessageID = %q, want the X-Message-Id abc.123", receipt.MessageID)
-	}
-	if got := header.Get("Authorization"); got != "Bearer "+testKey {
-		t.Errorf("Authorization = %q", got)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "abc.123", receipt.MessageID, "receipt MessageID is the X-Message-Id")
+	assert.Equal(t, "Bearer "+testKey, header.Get("Authorization"))
 	content, _ := raw["content"].([]any)
-	if len(content) != 2 {
-		t.Fatalf("content = %v, want text and html", raw["content"])
-	}
-	if typ := content[0].(map[string]any)["type"]; typ != "text/plain" {
-		t.Errorf("first content is %v, want text/plain", typ)
-	}
+	require.Len(t, content, 2, "content = %v, want text and html", raw["content"])
+	assert.Equal(t, "text/plain", content[0].(map[string]any)["type"], "first content")
 	headers, _ := raw["headers"].(map[string]any)
 	id, _ := headers["Message-ID"].(string)
-	if !strings.HasPrefix(id, "<") || !strings.HasSuffix(id, "@example.com>") {
-		t.Errorf("generated Message-ID = %q, want <random@example.com>", id)
-	}
-	if headers["List-Unsubscribe-Post"] != "List-Unsubscribe=One-Click" {
-		t.Errorf("headers = %v, missing List-Unsubscribe-Post", headers)
-	}
-	if raw["reply_to"].(map[string]any)["email"] != "help@example.com" {
-		t.Errorf("reply_to = %v", raw["reply_to"])
-	}
+	assert.Regexp(t, `^<.+@example\.com>$`, id, "generated Message-ID, want <random@example.com>")
+	assert.Equal(t, "List-Unsubscribe=One-Click", headers["List-Unsubscribe-Post"], "headers = %v", headers)
+	assert.Equal(t, "help@example.com", raw["reply_to"].(map[string]any)["email"], "reply_to = %v", raw["reply_to"])
 }
 
 func TestSendRejectsBeforeTheWire(t *testing.T) {
@@ -260,12 +187,8 @@ func TestSendRejectsBeforeTheWire(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			api := &scripted{status: http.StatusAccepted}
 			_, err := api.open(t).Send(context.Background(), m)
-			if transport.KindOf(err) != transport.Permanent {
-				t.Errorf("err = %v, want Permanent", err)
-			}
-			if n := api.calls.Load(); n != 0 {
-				t.Errorf("%d requests reached the API, want none", n)
-			}
+			assert.Equal(t, transport.Permanent, transport.KindOf(err), "kind of %v", err)
+			assert.Zero(t, api.calls.Load(), "requests that reached the API")
 		})
 	}
 }
@@ -273,16 +196,10 @@ func TestSendRejectsBeforeTheWire(t *testing.T) {
 func TestSendAfterClose(t *testing.T) {
 	api := &scripted{status: http.StatusAccepted}
 	tr := api.open(t)
-	if err := tr.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.Close())
 	_, err := tr.Send(context.Background(), testMessage())
-	if !errors.Is(err, sendgrid.ErrClosed) {
-		t.Errorf("Send after Close: %v, want ErrClosed", err)
-	}
-	if api.calls.Load() != 0 {
-		t.Errorf("Send after Close reached the API")
-	}
+	assert.ErrorIs(t, err, transport.ErrClosed, "Send after Close")
+	assert.Zero(t, api.calls.Load(), "Send after Close reached the API")
 }
 
 // A stall after the whole body was read may hide an accepted mail; a
@@ -291,31 +208,22 @@ func TestSendMaybeDelivered(t *testing.T) {
 	for _, s := range []conformance.Scenario{conformance.StallAfterData, conformance.Refused} {
 		t.Run(string(s), func(t *testing.T) {
 			h, err := newHarness(context.Background(), t)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer h.Close()
 			tr, err := h.Open(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer tr.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			_, err = tr.Send(ctx, testMessage())
 			var te *transport.Error
-			if !errors.As(err, &te) {
-				t.Fatalf("err = %v, want a *transport.Error", err)
-			}
+			require.ErrorAs(t, err, &te)
 			want := s == conformance.StallAfterData
-			if te.MaybeDelivered != want {
-				t.Errorf("MaybeDelivered = %v, want %v (%v)", te.MaybeDelivered, want, err)
-			}
-			if want && te.Kind != transport.Temporary {
-				t.Errorf("kind = %v, want temporary", te.Kind)
-			}
-			if !want && te.Kind != transport.Connection {
-				t.Errorf("kind = %v, want connection", te.Kind)
+			assert.Equal(t, want, te.MaybeDelivered, "MaybeDelivered of %v", err)
+			if want {
+				assert.Equal(t, transport.Temporary, te.Kind, "kind")
+			} else {
+				assert.Equal(t, transport.Connection, te.Kind, "kind")
 			}
 		})
 	}

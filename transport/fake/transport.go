@@ -1,20 +1,19 @@
 package fake
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/transport"
 )
 
 // DefaultTimeout bounds a hang or stall step when Options.Timeout is 0, as
 // a real client's own timeout would.
 const DefaultTimeout = 15 * time.Second
-
-// ErrClosed is in the chain of the error Send returns after Close.
-var ErrClosed = errors.New("fake: transport is closed")
 
 // Options configure a fake Transport. The zero value accepts every mail.
 type Options struct {
@@ -95,7 +94,7 @@ func newTransport(opts *Options) (*Transport, error) {
 	return t, nil
 }
 
-// Close makes every later Send fail with [ErrClosed] and releases Sends
+// Close makes every later Send fail with [transport.ErrClosed] and releases Sends
 // blocked in a hang or stall step. It is idempotent and returns nil.
 func (t *Transport) Close() error {
 	t.mu.Lock()
@@ -194,6 +193,63 @@ func cloneMessages(ms []transport.Message) []transport.Message {
 		out[i] = cloneMessage(&ms[i])
 	}
 	return out
+}
+
+// Send takes the next step (see [Options]) and returns what a real adapter
+// returns for that recorded response, classified by package classify: nil
+// and a Receipt whose MessageID is m.MessageID (or a generated one) for an
+// accepting step, otherwise a classified error.
+//
+// Before any step, Send fails without an attempt after Close (Connection,
+// [transport.ErrClosed] in the chain), with a context already done or done during
+// the latency (as a dial timeout), and for an invalid m (Permanent, the
+// [transport.ValidationError] in the chain). Send never modifies m.
+func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	if err := t.ready(ctx, m); err != nil {
+		return transport.Receipt{}, err
+	}
+	msg := *m
+	if msg.MessageID == "" {
+		msg.MessageID = transport.NewMessageID(msg.From.Address)
+	}
+	f, err := t.take(&msg)
+	if err != nil {
+		return transport.Receipt{}, err
+	}
+	if err := t.outcome(ctx, f); err != nil {
+		return transport.Receipt{}, err
+	}
+	t.recordSent(&msg)
+	return transport.Receipt{MessageID: msg.MessageID, Response: f.response()}, nil
+}
+
+// ready fails Send before an attempt: after Close, for a context done
+// before or during the latency, or for an invalid message.
+func (t *Transport) ready(ctx context.Context, m *transport.Message) error {
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return closedError()
+	}
+	if err := m.Validate(); err != nil {
+		return &transport.Error{Kind: transport.Permanent, Err: err}
+	}
+	if ctx.Err() != nil {
+		return classify.Error(opError("dial", ctxNetError(ctx)))
+	}
+	if t.latency > 0 {
+		timer := time.NewTimer(t.latency)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return classify.Error(opError("dial", ctxNetError(ctx)))
+		case <-t.closing:
+			return closedError()
+		}
+	}
+	return nil
 }
 
 var _ transport.Transport = (*Transport)(nil)

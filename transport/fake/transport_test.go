@@ -146,7 +146,7 @@ func TestFailuresBeforeAnAttempt(t *testing.T) {
 		t.Errorf("second Close: %v, want nil", err)
 	}
 	_, err = tr.Send(context.Background(), testMessage("rcpt@example.net"))
-	if !errors.Is(err, ErrClosed) || transport.KindOf(err) != transport.Connection {
+	if !errors.Is(err, transport.ErrClosed) || transport.KindOf(err) != transport.Connection {
 		t.Errorf("after Close: err %v, want Connection with ErrClosed", err)
 	}
 	if n := tr.Attempts(); n != 0 {

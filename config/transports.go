@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"github.com/mailspool/mailspool/transport"
@@ -8,8 +8,9 @@ import (
 	"github.com/mailspool/mailspool/transport/smtp"
 )
 
-// transports is every adapter this program ships, by URL scheme.
-func transports() *transport.Mux {
+// Transports returns a Mux of every adapter this module ships, by URL
+// scheme: fake, smtp, smtps, ses and sendgrid.
+func Transports() *transport.Mux {
 	var m transport.Mux
 	m.Register(fake.Scheme, fake.URLOpener{})
 	m.Register(smtp.Scheme, smtp.URLOpener{})

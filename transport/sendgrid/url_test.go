@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const testKey = "SG.secret-key-value.xyz"
@@ -43,64 +46,39 @@ func TestOpenURL(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(EnvAPIKey, tt.env)
 			u, err := url.Parse(tt.url)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			tr, err := URLOpener{}.OpenTransportURL(context.Background(), u)
 			if tt.errWants != "" {
 				if err == nil {
 					tr.Close()
-					t.Fatalf("opened; want an error containing %q", tt.errWants)
 				}
+				require.Error(t, err, "opened; want an error containing %q", tt.errWants)
 				msg := err.Error()
-				if !strings.Contains(msg, tt.errWants) {
-					t.Errorf("error %q does not contain %q", msg, tt.errWants)
-				}
-				if strings.Contains(msg, testKey) {
-					t.Errorf("the key leaked into the error %q", msg)
-				}
-				if !strings.HasPrefix(msg, "sendgrid: ") && !strings.HasPrefix(msg, "transport: ") {
-					t.Errorf("error %q has no package prefix", msg)
-				}
+				assert.Contains(t, msg, tt.errWants)
+				assert.NotContains(t, msg, testKey, "the key leaked into the error")
+				assert.True(t, strings.HasPrefix(msg, "sendgrid: ") || strings.HasPrefix(msg, "transport: "), "error %q has no package prefix", msg)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer tr.Close()
 			got := tr.(*Transport)
-			if got.key != tt.key {
-				t.Errorf("key = %q, want %q", got.key, tt.key)
-			}
-			if got.base != tt.base {
-				t.Errorf("base = %q, want %q", got.base, tt.base)
-			}
-			if got.hc.Timeout != tt.timeout {
-				t.Errorf("timeout = %v, want %v", got.hc.Timeout, tt.timeout)
-			}
+			assert.Equal(t, tt.key, got.key, "key")
+			assert.Equal(t, tt.base, got.base, "base")
+			assert.Equal(t, tt.timeout, got.timeout, "timeout")
 		})
 	}
 }
 
 func TestOpenOptions(t *testing.T) {
 	t.Setenv(EnvAPIKey, "")
-	if _, err := Open(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "no API key") {
-		t.Errorf("Open(nil) without %s: err = %v, want a missing key error", EnvAPIKey, err)
-	}
-	if _, err := Open(context.Background(), &Options{APIKey: testKey, Timeout: -time.Second}); err == nil || !strings.Contains(err.Error(), "negative") {
-		t.Errorf("negative timeout: err = %v, want an error", err)
-	}
+	_, err := Open(context.Background(), nil)
+	assert.ErrorContains(t, err, "no API key", "Open(nil) without %s", EnvAPIKey)
+	_, err = Open(context.Background(), &Options{APIKey: testKey, Timeout: -time.Second})
+	assert.ErrorContains(t, err, "negative", "negative timeout")
 	tr, err := Open(context.Background(), &Options{APIKey: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tr.base != DefaultEndpoint || tr.hc.Timeout != DefaultTimeout {
-		t.Errorf("defaults: base %q timeout %v, want %q %v", tr.base, tr.hc.Timeout, DefaultEndpoint, DefaultTimeout)
-	}
-	if err := tr.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Close(); err != nil {
-		t.Errorf("second Close: %v, want nil (idempotent)", err)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, DefaultEndpoint, tr.base, "default base")
+	assert.Equal(t, DefaultTimeout, tr.timeout, "default timeout")
+	require.NoError(t, tr.Close())
+	assert.NoError(t, tr.Close(), "second Close (idempotent)")
 }
