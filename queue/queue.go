@@ -79,6 +79,7 @@ type Queue struct {
 
 	table  string // quoted
 	limits string // quoted
+	lanes  string // quoted lanesTable
 }
 
 // Options configure a Queue beyond its Lane.
@@ -118,6 +119,7 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	}
 	q.table = d.quote(lane.Table)
 	q.limits = d.quote(lane.Table + "_limits")
+	q.lanes = d.quote(lanesTable)
 	return q, nil
 }
 

@@ -13,18 +13,19 @@ const StuckAfter = 5 * time.Minute
 // Stats are the numbers that explain most incidents.
 type Stats struct {
 	// Backlog is the mail not yet finished: pending + retry + sending.
-	Backlog int64
-	Pending int64
-	Retry   int64
-	Sending int64
+	Backlog int64 `json:"backlog"`
+	Pending int64 `json:"pending"`
+	Retry   int64 `json:"retry"`
+	Sending int64 `json:"sending"`
 	// SentLastHour and FailedLastHour count rows that finished in the last
-	// hour; FailureRate is Failed / (Sent + Failed), 0 when both are 0.
-	SentLastHour   int64
-	FailedLastHour int64
-	FailureRate    float64
+	// hour (mail an operator cancelled is not a failure); FailureRate is
+	// Failed / (Sent + Failed), 0 when both are 0.
+	SentLastHour   int64   `json:"sent_last_hour"`
+	FailedLastHour int64   `json:"failed_last_hour"`
+	FailureRate    float64 `json:"failure_rate_last_hour"`
 	// Stuck counts sending rows whose lease ended more than StuckAfter ago:
 	// a worker died or hangs on them, and no live worker has taken them over.
-	Stuck int64
+	Stuck int64 `json:"stuck_in_sending"`
 }
 
 // Stats computes the lane's Stats. Each count is a range of the
@@ -41,7 +42,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		{&s.Retry, "status = 3", nil},
 		{&s.Sending, "status = 1", nil},
 		{&s.SentLastHour, "status = 2 AND next_run > ?", []any{now.Add(-time.Hour).UnixMilli()}},
-		{&s.FailedLastHour, "status = 4 AND next_run > ?", []any{now.Add(-time.Hour).UnixMilli()}},
+		{&s.FailedLastHour, "status = 4 AND next_run > ? AND last_kind <> ?", []any{now.Add(-time.Hour).UnixMilli(), kindCancelled}},
 		{&s.Stuck, "status = 1 AND next_run < ?", []any{now.Add(-StuckAfter).UnixMilli()}},
 	}
 	for _, c := range counts {

@@ -218,8 +218,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintln(e.stdout, "The three monitoring numbers:")
-	printStats(e, laneStats{Lane: lane.Name, Table: lane.Table, Backlog: s.Backlog, Pending: s.Pending, Retry: s.Retry, Sending: s.Sending,
-		SentLastHour: s.SentLastHour, FailedLastHour: s.FailedLastHour, FailureRate: s.FailureRate, Stuck: s.Stuck})
+	printStats(e, laneStats{Lane: lane.Name, Table: lane.Table, Stats: s})
 	return nil
 }
 

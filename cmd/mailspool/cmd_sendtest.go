@@ -89,8 +89,11 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintln(e.stdout)
 	}
-	if err != nil {
-		return fmt.Errorf("not sent (%s): %w", res.Kind, err)
+	switch {
+	case err == nil:
+		return nil
+	case transport.KindOf(err) == transport.Permanent:
+		return exitError{exitPermanent, fmt.Errorf("not sent (%s): %w", res.Kind, err)}
 	}
-	return nil
+	return fmt.Errorf("not sent (%s): %w", res.Kind, err)
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mailspool/mailspool/queue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +20,7 @@ import (
 func mailspool(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), &env{stdout: &out, stderr: &errOut}, args)
+	code = run(context.Background(), &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut}, args)
 	return code, out.String(), errOut.String()
 }
 
@@ -58,7 +60,7 @@ recipient_limit = "2/1h"
 `)
 	code, out, stderr := mailspool(t, "migrate", "--db", db, "--config", cfg)
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, out, "schema version 1")
+	assert.Contains(t, out, fmt.Sprintf("schema version %d", queue.SchemaVersion()))
 
 	code, out, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--json",
 		"--from", "Shop <noreply@shop.example>", "--to", "ann@example.com", "--subject", "Grüße", "--text", "hi",
@@ -92,7 +94,7 @@ recipient_limit = "2/1h"
 	// The recipient limit (2/1h) refuses a third mail to ann, with a hint.
 	_, _, _ = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--from", "noreply@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "t")
 	code, _, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--from", "noreply@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "t")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, exitRateLimited, code)
 	assert.Contains(t, stderr, "recipient rate limit exceeded")
 	assert.Contains(t, stderr, "try again in")
 
@@ -104,14 +106,14 @@ recipient_limit = "2/1h"
 	var stats []laneStats
 	require.NoError(t, json.Unmarshal([]byte(out), &stats))
 	require.Len(t, stats, 1)
-	assert.Equal(t, laneStats{Lane: "tx", Table: "mail_queue", SentLastHour: 3, FailedLastHour: 1, FailureRate: 0.25}, stats[0])
+	assert.Equal(t, laneStats{Lane: "tx", Table: "mail_queue", Stats: queue.Stats{SentLastHour: 3, FailedLastHour: 1, FailureRate: 0.25}}, stats[0])
 
 	code, out, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "2")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "status       failed, 1 of 5 attempts")
 	assert.Contains(t, out, "last outcome permanent 550: permanent: 550 5.1.1")
 	code, _, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "99")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, exitNotFound, code)
 	assert.Contains(t, stderr, "no such mail: id 99")
 }
 
@@ -121,7 +123,7 @@ func TestSendTest(t *testing.T) {
 	assert.Contains(t, out, "sent: message id")
 
 	code, out, stderr = mailspool(t, "send-test", "--transport", "fake://?script=550", "--from", "a@example.com", "--to", "b@example.com", "--json")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, exitPermanent, code, "a permanent refusal has its own exit code")
 	var res sendTestResult
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	assert.Equal(t, "permanent", res.Kind)
