@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mailspool/mailspool/internal/textclip"
 	"strings"
 	"time"
 )
@@ -210,7 +211,7 @@ func appendHistory(history, line string) string {
 	if history == "" {
 		lines = nil
 	}
-	lines = append(lines, truncate(line, maxHistory))
+	lines = append(lines, textclip.Prefix(line, maxHistory))
 	for len(strings.Join(lines, "\n")) > maxHistory {
 		lines = lines[1:]
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/mailspool/mailspool/internal/textclip"
 	"time"
 )
 
@@ -32,7 +33,7 @@ func (q *Queue) Pause(ctx context.Context, reason string) error {
 		upsert = `INSERT INTO ` + q.lanes + ` (tbl, paused_at, pause_reason) VALUES (?, ?, ?)
   ON CONFLICT (tbl) DO UPDATE SET paused_at = excluded.paused_at, pause_reason = excluded.pause_reason`
 	}
-	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, q.now(), truncate(reason, maxPauseReason)); err != nil {
+	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, q.now(), textclip.Prefix(reason, maxPauseReason)); err != nil {
 		return fmt.Errorf("queue: pausing lane %s: %w", q.lane.Name, err)
 	}
 	return nil
@@ -96,7 +97,7 @@ func (q *Queue) holdByBreaker(ctx context.Context, until time.Time, reason strin
 		upsert = `INSERT INTO ` + q.lanes + ` (tbl, breaker_until, breaker_reason) VALUES (?, ?, ?)
   ON CONFLICT (tbl) DO UPDATE SET breaker_until = excluded.breaker_until, breaker_reason = excluded.breaker_reason`
 	}
-	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, ms, truncate(reason, maxPauseReason)); err != nil {
+	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, ms, textclip.Prefix(reason, maxPauseReason)); err != nil {
 		return fmt.Errorf("queue: recording lane %s's breaker: %w", q.lane.Name, err)
 	}
 	return nil
