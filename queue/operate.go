@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mailspool/mailspool/internal/textclip"
 	"strings"
 	"time"
+
+	"github.com/mailspool/mailspool/internal/textclip"
 )
 
 // ErrWrongState matches the error for a mail that an operator action does

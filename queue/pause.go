@@ -5,8 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/mailspool/mailspool/internal/textclip"
 	"time"
+
+	"github.com/mailspool/mailspool/internal/textclip"
 )
 
 // Pause says why a lane's workers are not claiming.
