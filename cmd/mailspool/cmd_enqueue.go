@@ -83,7 +83,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	specs, err := f.specs(fs)
+	specs, err := f.specs(fs, e.stdin)
 	if err != nil {
 		return err
 	}
@@ -135,12 +135,12 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 
 // specs returns the mails the command line gives: from --file, or the one
 // the message flags describe.
-func (f *enqueueFlags) specs(fs *flag.FlagSet) ([]mailSpec, error) {
+func (f *enqueueFlags) specs(fs *flag.FlagSet, stdin io.Reader) ([]mailSpec, error) {
 	if f.file != "" {
 		if flagsGiven(fs, "file", "db", "config", "lane", "json") {
 			return nil, usageError{"--file cannot be combined with message flags"}
 		}
-		return readSpecs(f.file)
+		return readSpecs(f.file, stdin)
 	}
 	m := f.mail
 	m.Headers = f.headers
@@ -285,8 +285,8 @@ func flagsGiven(fs *flag.FlagSet, except ...string) bool {
 
 // readSpecs reads one mail object or an array of them, strictly (see
 // checkJSON).
-func readSpecs(path string) ([]mailSpec, error) {
-	var r io.Reader = os.Stdin
+func readSpecs(path string, stdin io.Reader) ([]mailSpec, error) {
+	r := stdin
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {

@@ -14,9 +14,13 @@ package dburl
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +52,9 @@ func Open(rawURL string) (*sql.DB, error) {
 		if err != nil {
 			return nil, err
 		}
+		if dir := filepath.Dir(sqlitePath(dsn)); !isDir(dir) {
+			return nil, fmt.Errorf("dburl: %s: the directory %s does not exist", redact(rawURL), dir)
+		}
 		return sql.Open("sqlite", dsn)
 	default:
 		if strings.Contains(rawURL, "@tcp(") || strings.Contains(rawURL, "@unix(") {
@@ -55,6 +62,37 @@ func Open(rawURL string) (*sql.DB, error) {
 		}
 		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql://... or sqlite:PATH", scheme, redact(rawURL))
 	}
+}
+
+// OpenExisting is Open for commands that only use a database that
+// "mailspool migrate" made: an SQLite file that does not exist is an error
+// saying so, and is not created.
+func OpenExisting(rawURL string) (*sql.DB, error) {
+	if scheme, _, _ := strings.Cut(rawURL, ":"); slices.Contains([]string{"sqlite", "sqlite3", "file"}, strings.ToLower(scheme)) {
+		dsn, err := SQLiteDSN(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		path := sqlitePath(dsn)
+		if dir := filepath.Dir(path); !isDir(dir) {
+			return nil, fmt.Errorf("dburl: %s: the directory %s does not exist", redact(rawURL), dir)
+		}
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("dburl: the SQLite file %s does not exist yet: run 'mailspool migrate' to create it", path)
+		}
+	}
+	return Open(rawURL)
+}
+
+// sqlitePath is the file of a DSN SQLiteDSN made.
+func sqlitePath(dsn string) string {
+	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+	return path
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // MySQLDSN converts a mysql:// URL into a go-sql-driver/mysql DSN.
