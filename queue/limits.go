@@ -66,7 +66,10 @@ func (q *Queue) bump(ctx context.Context, exec DBTX, what, subject string, l Lim
 	if q.d.sqlite {
 		upsert = `INSERT INTO ` + q.limits + ` (lkey, window_start, n) VALUES (?, ?, 1) ON CONFLICT (lkey, window_start) DO UPDATE SET n = n + 1`
 	}
-	if _, err := exec.ExecContext(ctx, upsert, key, window); err != nil {
+	if _, err := exec.ExecContext(ctx, q.d.lockBounded(upsert, q.lockWait), key, window); err != nil {
+		if lerr := q.lockError(err); lerr != err {
+			return lerr
+		}
 		return fmt.Errorf("queue: enqueue: counting the %s limit: %w", what, err)
 	}
 	cur, err := q.counter(ctx, exec, key, window)
@@ -90,7 +93,7 @@ func (q *Queue) bump(ctx context.Context, exec DBTX, what, subject string, l Lim
 // counter reads one window's count; our own upsert is visible to us.
 func (q *Queue) counter(ctx context.Context, exec DBTX, key string, window int64) (int, error) {
 	var n int
-	err := exec.QueryRowContext(ctx, `SELECT n FROM `+q.limits+` WHERE lkey = ? AND window_start = ?`, key, window).Scan(&n)
+	err := q.lockError(exec.QueryRowContext(ctx, q.d.lockBounded(`SELECT n FROM `+q.limits+` WHERE lkey = ? AND window_start = ?`, q.lockWait), key, window).Scan(&n))
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

@@ -77,6 +77,8 @@ type Queue struct {
 	lane  Lane
 	clock Clock
 
+	lockWait int // seconds an enqueue waits for a lock (MySQL/MariaDB)
+
 	table  string // quoted
 	limits string // quoted
 	lanes  string // quoted lanesTable
@@ -86,7 +88,15 @@ type Queue struct {
 type Options struct {
 	// Clock replaces the system clock (tests, the demo).
 	Clock Clock
+	// LockTimeout bounds how long an enqueue waits for a lock on the queue
+	// tables on MySQL/MariaDB (another session's LOCK TABLES, a schema
+	// change, a row lock) before it fails with nothing written; whole
+	// seconds, default DefaultLockTimeout. SQLite waits its busy timeout.
+	LockTimeout time.Duration
 }
+
+// DefaultLockTimeout is the default Options.LockTimeout.
+const DefaultLockTimeout = 5 * time.Second
 
 // New returns the Queue for lane on db, which must be a MySQL/MariaDB
 // (github.com/go-sql-driver/mysql) or SQLite (modernc.org/sqlite) handle.
@@ -116,6 +126,13 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	q := &Queue{db: db, d: d, lane: lane, clock: systemClock{}}
 	if opts != nil && opts.Clock != nil {
 		q.clock = opts.Clock
+	}
+	q.lockWait = int(DefaultLockTimeout / time.Second)
+	if opts != nil && opts.LockTimeout != 0 {
+		if opts.LockTimeout < time.Second || opts.LockTimeout%time.Second != 0 {
+			return nil, fmt.Errorf("queue: lock timeout %v is not a whole number of seconds (at least 1s)", opts.LockTimeout)
+		}
+		q.lockWait = int(opts.LockTimeout / time.Second)
 	}
 	q.table = d.quote(lane.Table)
 	q.limits = d.quote(lane.Table + "_limits")
