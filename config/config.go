@@ -71,6 +71,7 @@ type laneConfig struct {
 	CleanupInterval    string   `toml:"cleanup_interval"`
 	KeepSent           string   `toml:"keep_sent"`
 	KeepFailed         string   `toml:"keep_failed"`
+	LockTimeout        string   `toml:"lock_timeout"`
 }
 
 // Config is a validated configuration.
@@ -216,6 +217,11 @@ func buildLane(name string, lc laneConfig, fromFile bool) (Lane, error) {
 	}
 	if l.Retry.ConnectionSchedule, err = parseDurations(lc.ConnectionSchedule); err != nil {
 		return fail("connection_schedule", err)
+	}
+	if lc.LockTimeout != "" {
+		if l.LockTimeout, err = duration.Positive(lc.LockTimeout); err != nil {
+			return fail("lock_timeout", err)
+		}
 	}
 	ls.Lane = l
 	w := queue.WorkerOptions{Batch: lc.Batch, Concurrency: lc.Concurrency, MaxMessages: lc.MaxMessages}

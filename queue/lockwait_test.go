@@ -27,7 +27,7 @@ func TestEnqueueBoundedUnderTableLock(t *testing.T) {
 			require.NoError(t, err)
 			defer db.Close()
 		}
-		q, err := New(ctx, db, Lane{RecipientLimit: SignupRecipientLimit}, &Options{LockTimeout: time.Second})
+		q, err := New(ctx, db, Lane{RecipientLimit: SignupRecipientLimit, LockTimeout: time.Second}, nil)
 		require.NoError(t, err)
 
 		holder, err := s.db.Conn(ctx)
@@ -59,7 +59,7 @@ func TestEnqueueBoundedUnderTableLock(t *testing.T) {
 func TestLockTimeoutOption(t *testing.T) {
 	db := newSQLiteStore(t).db
 	for _, d := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, -time.Second} {
-		_, err := New(context.Background(), db, Lane{}, &Options{LockTimeout: d})
+		_, err := New(context.Background(), db, Lane{LockTimeout: d}, nil)
 		assert.ErrorContains(t, err, "lock timeout", d)
 	}
 }

@@ -65,6 +65,11 @@ type Lane struct {
 	MaxSize int
 	// Retry is the retry policy; zero fields take the defaults.
 	Retry RetryPolicy
+	// LockTimeout bounds how long an enqueue waits for a lock on the queue
+	// tables on MySQL/MariaDB (another session's LOCK TABLES, a schema
+	// change, a row lock) before it fails with nothing written; whole
+	// seconds, default DefaultLockTimeout. SQLite waits its busy timeout.
+	LockTimeout time.Duration
 }
 
 // DefaultMaxSize is the default Lane.MaxSize.
@@ -88,14 +93,9 @@ type Queue struct {
 type Options struct {
 	// Clock replaces the system clock (tests, the demo).
 	Clock Clock
-	// LockTimeout bounds how long an enqueue waits for a lock on the queue
-	// tables on MySQL/MariaDB (another session's LOCK TABLES, a schema
-	// change, a row lock) before it fails with nothing written; whole
-	// seconds, default DefaultLockTimeout. SQLite waits its busy timeout.
-	LockTimeout time.Duration
 }
 
-// DefaultLockTimeout is the default Options.LockTimeout.
+// DefaultLockTimeout is the default Lane.LockTimeout.
 const DefaultLockTimeout = 5 * time.Second
 
 // New returns the Queue for lane on db, which must be a MySQL/MariaDB
@@ -127,13 +127,7 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	if opts != nil && opts.Clock != nil {
 		q.clock = opts.Clock
 	}
-	q.lockWait = int(DefaultLockTimeout / time.Second)
-	if opts != nil && opts.LockTimeout != 0 {
-		if opts.LockTimeout < time.Second || opts.LockTimeout%time.Second != 0 {
-			return nil, fmt.Errorf("queue: lock timeout %v is not a whole number of seconds (at least 1s)", opts.LockTimeout)
-		}
-		q.lockWait = int(opts.LockTimeout / time.Second)
-	}
+	q.lockWait = int(lane.LockTimeout / time.Second)
 	q.table = d.quote(lane.Table)
 	q.limits = d.quote(lane.Table + "_limits")
 	q.lanes = d.quote(lanesTable)
@@ -164,6 +158,12 @@ func (l Lane) withDefaults() (Lane, error) {
 	}
 	if l.MaxSize == 0 {
 		l.MaxSize = DefaultMaxSize
+	}
+	if l.LockTimeout == 0 {
+		l.LockTimeout = DefaultLockTimeout
+	}
+	if l.LockTimeout < time.Second || l.LockTimeout%time.Second != 0 {
+		return l, fmt.Errorf("queue: lane %s: lock timeout %v is not a whole number of seconds (at least 1s)", l.Name, l.LockTimeout)
 	}
 	if l.MaxSize < 0 {
 		return l, fmt.Errorf("queue: lane %s: negative max size %d", l.Name, l.MaxSize)

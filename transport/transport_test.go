@@ -174,6 +174,11 @@ func TestRedact(t *testing.T) {
 		// Secrets given as parameters.
 		"smtp://h?password=hunter2&password_env=P": "smtp://h?password=xxxxx&password_env=P",
 		"sendgrid://default?api_key=SG.x":          "sendgrid://default?api_key=xxxxx",
+		// Found by FuzzRedact.
+		"smtp://0?@&token=hunter2":     "smtp://xxxxx@&token=xxxxx",
+		"smtp://= ?password=hunter2":   "smtp://= ?password=xxxxx",
+		"smtp://h?a#b&token=hunter2":   "smtp://h?a#xxxxx",
+		"root:S3://@tcp(127.0.0.1)/db": "xxxxx@tcp(127.0.0.1)/db",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)

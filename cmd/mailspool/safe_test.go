@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -154,4 +156,35 @@ func TestDatabaseURLErrorsHideThePassword(t *testing.T) {
 	code, _, stderr := mailspool(t, "stats", "--db", "mysql://root@127.0.0.1:3306/app?parseTime=maybe")
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, stderr, "invalid bool value: maybe")
+}
+
+// TestEnqueueBoundedUnderLockTables: with the queue table held by LOCK
+// TABLES in another session, "mailspool enqueue" gives up after the lane's
+// lock_timeout with a clear error, and nothing is queued (it used to wait
+// for the server's lock_wait_timeout, a day).
+func TestEnqueueBoundedUnderLockTables(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db string) {
+		if strings.HasPrefix(db, "sqlite:") {
+			t.Skip("SQLite has no LOCK TABLES; its wait is the busy timeout (queue's TestEnqueueBoundedUnderTableLock)")
+		}
+		cfg := writeFile(t, "mailspool.toml", "[lanes.tx]\ntransport = \"fake://\"\nlock_timeout = \"1s\"\n")
+		code, _, stderr := mailspool(t, "migrate", "--db", db, "--config", cfg)
+		require.Equal(t, 0, code, stderr)
+		admin, err := dburl.Open(db)
+		require.NoError(t, err)
+		defer admin.Close()
+		holder, err := admin.Conn(context.Background())
+		require.NoError(t, err)
+		defer holder.Close()
+		_, err = holder.ExecContext(context.Background(), "LOCK TABLES mail_queue WRITE, mail_queue_limits WRITE")
+		require.NoError(t, err)
+		code, _, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--from", "a@example.com", "--to", "b@example.com", "--subject", "s", "--text", "t")
+		assert.Equal(t, exitFailure, code)
+		assert.Contains(t, stderr, "waited more than 1s for a lock")
+		_, err = holder.ExecContext(context.Background(), "UNLOCK TABLES")
+		require.NoError(t, err)
+		code, out, _ := mailspool(t, "stats", "--db", db, "--config", cfg, "--json")
+		require.Equal(t, 0, code)
+		assert.Contains(t, out, `"pending": 0`)
+	})
 }
