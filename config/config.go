@@ -68,6 +68,8 @@ type laneConfig struct {
 	PollInterval       string   `toml:"poll_interval"`
 	MaxMessages        int      `toml:"max_messages"`
 	ShutdownTimeout    string   `toml:"shutdown_timeout"`
+	LeaseMargin        string   `toml:"lease_margin"`
+	FailAfter          string   `toml:"fail_after"`
 	CleanupInterval    string   `toml:"cleanup_interval"`
 	KeepSent           string   `toml:"keep_sent"`
 	KeepFailed         string   `toml:"keep_failed"`
@@ -233,6 +235,8 @@ func buildLane(name string, lc laneConfig, fromFile bool) (Lane, error) {
 		{"send_timeout", lc.SendTimeout, &w.SendTimeout},
 		{"poll_interval", lc.PollInterval, &w.PollInterval},
 		{"shutdown_timeout", lc.ShutdownTimeout, &w.ShutdownTimeout},
+		{"lease_margin", lc.LeaseMargin, &w.LeaseMargin},
+		{"fail_after", lc.FailAfter, &w.FailAfter},
 		{"cleanup_interval", lc.CleanupInterval, &w.CleanupInterval},
 		{"keep_sent", lc.KeepSent, &w.Retention.Sent},
 		{"keep_failed", lc.KeepFailed, &w.Retention.Failed},

@@ -25,7 +25,8 @@ type RunOptions struct {
 // first worker to stop stops the rest, so the process exits and its
 // supervisor (systemd) starts it fresh. It first checks every lane's schema
 // and opens every transport, and returns an error naming the lane if one
-// fails; once the workers run it returns nil after they have drained.
+// fails; once the workers run it returns after they have drained, with the
+// errors of the workers that failed (nil when they only stopped).
 func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error {
 	if len(lanes) == 0 {
 		return errors.New("config: Run with no lanes")
@@ -70,19 +71,27 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		log.Info("worker starting", "lane", l.Lane.Name, "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
 		workers = append(workers, w)
 	}
-	// The first worker to return (recycle or shutdown) stops the others.
+	// The first worker to return (recycle or shutdown) stops the others. A
+	// worker that fails (its database kept failing, its SQLite file was
+	// replaced) makes Run return its error, so that the process exits
+	// non-zero and the supervisor restarts it.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, w := range workers {
+	errs := make([]error, len(workers))
+	for i, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer cancel()
-			w.Run(ctx)
+			errs[i] = w.Run(ctx)
+			if errs[i] != nil {
+				log.Error("worker failed", "worker", w.ID(), "err", errs[i], "stats", fmt.Sprintf("%+v", w.Stats()))
+				return
+			}
 			log.Info("worker stopped", "worker", w.ID(), "stats", fmt.Sprintf("%+v", w.Stats()))
 		}()
 	}
 	wg.Wait()
-	return nil
+	return errors.Join(errs...)
 }

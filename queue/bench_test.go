@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,7 +36,7 @@ func BenchmarkDrain(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			done := make(chan struct{})
-			go func() { defer close(done); w.Run(ctx) }()
+			go func() { defer close(done); assert.NoError(b, w.Run(ctx)) }()
 			for w.Stats().Sent < int64(b.N) {
 				time.Sleep(time.Millisecond)
 			}

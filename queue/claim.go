@@ -4,41 +4,40 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"time"
 )
 
 // claimColumns are read for each claimed row.
-const claimColumns = `id, attempts, max_attempts, not_after, maybe_delivered, message_id,
+const claimColumns = `id, attempts, max_attempts, crashes, not_after, maybe_delivered, message_id,
   from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers`
 
 // claim takes up to n due rows for token in one short transaction and
-// leases them for lease: it locks the picked rows, marks them sending with
-// locked_by = token, and counts the attempt. Rows are picked one status at
-// a time, each an index range in due order: pending first (so fresh mail is
-// never stuck behind a deferred backlog), then retry, then sending rows
-// whose lease expired (their worker died). With SKIP LOCKED, concurrent
+// leases them until now + lease: it locks the picked rows and marks them
+// sending with locked_by = token. The attempts column is not touched
+// (state.go explains the accounting). Rows are picked one status at a time,
+// each an index range in due order: pending first (so fresh mail is never
+// stuck behind a deferred backlog), then retry if the batch is not full.
+// Rows whose lease expired are not claimed here: the rescuer (rescue.go)
+// returns them to pending or retry first. With SKIP LOCKED, concurrent
 // claimers never wait for each other.
 func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Duration) ([]*job, error) {
 	if n <= 0 {
 		return nil, nil
 	}
 	now := q.now()
-	var txOpts *sql.TxOptions
-	if !q.d.sqlite {
-		txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	}
-	tx, err := q.db.BeginTx(ctx, txOpts)
+	tx, err := q.db.BeginTx(ctx, q.d.txOptions())
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 
 	var jobs []*job
-	for _, status := range []int{StatusPending, StatusRetry, StatusSending} {
+	for _, status := range []int{StatusPending, StatusRetry} {
 		if len(jobs) == n {
 			break
 		}
-		picked, err := q.pick(ctx, tx, status, now, n-len(jobs))
+		picked, err := q.pickRows(ctx, tx, status, now, n-len(jobs))
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +53,7 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		j.token = token
 		j.attempts++
 	}
-	stmt := `UPDATE ` + q.table + ` SET status = 1, attempts = attempts + 1, locked_by = ?, locked_until = ?, next_run = ?
+	stmt := `UPDATE ` + q.table + ` SET status = ` + strconv.Itoa(StatusSending) + `, locked_by = ?, locked_until = ?, next_run = ?
   WHERE id IN (` + placeholders(len(jobs)) + `)`
 	if _, err := tx.ExecContext(ctx, q.d.bounded(stmt), args...); err != nil {
 		return nil, fmt.Errorf("queue: claim: marking rows sending: %w", err)
@@ -72,7 +71,8 @@ func (q *Queue) pickQuery() string {
 		` WHERE status = ? AND next_run <= ? ORDER BY next_run, id LIMIT ?` + q.d.lockSkip())
 }
 
-func (q *Queue) pick(ctx context.Context, tx *sql.Tx, status int, now int64, limit int) ([]*job, error) {
+// pickRows reads up to limit due rows of one status for the claim in tx.
+func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64, limit int) ([]*job, error) {
 	rows, err := tx.QueryContext(ctx, q.pickQuery(), status, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
@@ -84,7 +84,7 @@ func (q *Queue) pick(ctx context.Context, tx *sql.Tx, status int, now int64, lim
 		var maybe int
 		var headers string
 		m := &j.msg
-		if err := rows.Scan(&j.id, &j.attempts, &j.maxAttempts, &j.notAfter, &maybe, &m.MessageID,
+		if err := rows.Scan(&j.id, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &m.MessageID,
 			&m.From.Address, &m.From.Name, &m.To.Address, &m.To.Name, &m.ReplyTo.Address, &m.ReplyTo.Name,
 			&m.Subject, &m.Text, &m.HTML, &headers); err != nil {
 			return nil, fmt.Errorf("queue: claim: reading a row: %w", err)

@@ -90,10 +90,14 @@ func (q *Queue) cleanupBatch(ctx context.Context, status int, cutoff int64, batc
 	if err := rows.Err(); err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	res, err := q.db.ExecContext(ctx, q.d.bounded(`DELETE FROM `+q.table+` WHERE id IN (`+placeholders(len(ids))+`) AND status = ?`), append(ids, status)...)
-	if err != nil {
-		return 0, fmt.Errorf("queue: cleanup: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	return n, nil
+	var n int64
+	err = q.write(ctx, func(db execer) error {
+		res, err := db.ExecContext(ctx, q.d.bounded(`DELETE FROM `+q.table+` WHERE id IN (`+placeholders(len(ids))+`) AND status = ?`), append(ids, status)...)
+		if err != nil {
+			return fmt.Errorf("queue: cleanup: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return n, err
 }

@@ -2,24 +2,42 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
-// maxBatchRows bounds the rows one completion statement names.
+// maxBatchRows bounds the rows one statement names.
 const maxBatchRows = 500
 
-// complete writes the outcomes of a batch claimed under token, in as few
-// statements as the batch size allows (one per maxBatchRows). It is fenced:
-// a row is only written while it is still in sending with locked_by =
-// token, so a worker whose lease expired and was taken over changes nothing.
-// It returns how many rows were written; the rest were stale.
-func (q *Queue) complete(ctx context.Context, token string, ups []rowUpdate) (int, error) {
+// complete writes the new states of rows claimed under token (see next in
+// state.go), in as few statements as the batch size allows (one per
+// maxBatchRows). It is fenced: a row is only written while it is still in
+// sending with locked_by = token, so a worker whose lease expired and was
+// taken over changes nothing. It returns how many rows were written; the
+// rest were stale.
+func (q *Queue) complete(ctx context.Context, token string, ups []rowUpdate) (n int, err error) {
+	err = q.write(ctx, func(db execer) error {
+		n, err = q.writeRows(ctx, db, ups, "locked_by = ?", token)
+		return err
+	})
+	return n, err
+}
+
+// execer is a *sql.DB or *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// writeRows writes ups to rows that are still sending and match fence (an
+// SQL condition with fenceArgs), and returns how many it wrote.
+func (q *Queue) writeRows(ctx context.Context, db execer, ups []rowUpdate, fence string, fenceArgs ...any) (int, error) {
 	applied := 0
 	for len(ups) > 0 {
 		chunk := ups[:min(len(ups), maxBatchRows)]
 		ups = ups[len(chunk):]
-		n, err := q.completeChunk(ctx, token, chunk)
+		n, err := q.writeChunk(ctx, db, chunk, fence, fenceArgs)
 		applied += n
 		if err != nil {
 			return applied, err
@@ -28,7 +46,7 @@ func (q *Queue) complete(ctx context.Context, token string, ups []rowUpdate) (in
 	return applied, nil
 }
 
-func (q *Queue) completeChunk(ctx context.Context, token string, ups []rowUpdate) (int, error) {
+func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fence string, fenceArgs []any) (int, error) {
 	var b strings.Builder
 	var args []any
 	b.WriteString(`UPDATE ` + q.table + ` SET locked_by = '', locked_until = 0`)
@@ -53,23 +71,26 @@ func (q *Queue) completeChunk(ctx context.Context, token string, ups []rowUpdate
 		}
 	}
 	all := func(*rowUpdate) bool { return true }
-	failed := func(u *rowUpdate) bool { return u.status != StatusSent }
+	outcome := func(u *rowUpdate) bool { return u.hasOutcome }
+	sent := func(u *rowUpdate) bool { return u.hasOutcome && u.status == StatusSent }
+	failure := func(u *rowUpdate) bool { return u.hasOutcome && u.status != StatusSent }
 	setCase("status", all, func(u *rowUpdate) any { return u.status })
 	setCase("attempts", all, func(u *rowUpdate) any { return u.attempts })
+	setCase("crashes", all, func(u *rowUpdate) any { return u.crashes })
 	setCase("next_run", all, func(u *rowUpdate) any { return u.nextRun })
-	setCase("last_kind", all, func(u *rowUpdate) any { return u.lastKind })
 	setCase("maybe_delivered", all, func(u *rowUpdate) any { return boolInt(u.maybeDelivered) })
-	setCase("sent_at", func(u *rowUpdate) bool { return u.status == StatusSent }, func(u *rowUpdate) any { return u.sentAt })
-	setCase("provider_id", func(u *rowUpdate) bool { return u.status == StatusSent }, func(u *rowUpdate) any { return u.providerID })
-	setCase("last_code", failed, func(u *rowUpdate) any { return u.lastCode })
-	setCase("last_error", failed, func(u *rowUpdate) any { return u.lastError })
+	setCase("last_kind", outcome, func(u *rowUpdate) any { return u.lastKind })
+	setCase("sent_at", sent, func(u *rowUpdate) any { return u.sentAt })
+	setCase("provider_id", sent, func(u *rowUpdate) any { return u.providerID })
+	setCase("last_code", failure, func(u *rowUpdate) any { return u.lastCode })
+	setCase("last_error", failure, func(u *rowUpdate) any { return u.lastError })
 
-	b.WriteString(` WHERE id IN (` + placeholders(len(ups)) + `) AND status = 1 AND locked_by = ?`)
+	b.WriteString(` WHERE id IN (` + placeholders(len(ups)) + `) AND ` + statusIs(StatusSending) + ` AND ` + fence)
 	for _, u := range ups {
 		args = append(args, u.id)
 	}
-	args = append(args, token)
-	res, err := q.db.ExecContext(ctx, q.d.bounded(b.String()), args...)
+	args = append(args, fenceArgs...)
+	res, err := db.ExecContext(ctx, q.d.bounded(b.String()), args...)
 	if err != nil {
 		return 0, fmt.Errorf("queue: recording %d outcomes: %w", len(ups), err)
 	}
@@ -80,30 +101,36 @@ func (q *Queue) completeChunk(ctx context.Context, token string, ups []rowUpdate
 	return int(n), nil
 }
 
-// release gives claimed rows back without counting their attempt: they
-// become due at nextRun (unix ms), pending again if they had never been
-// tried. Fenced like complete. It returns how many rows were released.
-func (q *Queue) release(ctx context.Context, token string, ids []int64, nextRun int64) (int, error) {
-	released := 0
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), maxBatchRows)]
-		ids = ids[len(chunk):]
-		args := []any{nextRun}
-		for _, id := range chunk {
-			args = append(args, id)
+// extend is the heartbeat: it moves the lease of the rows ids claimed
+// under token to leaseEnd (unix ms), fenced like complete, and returns how
+// many rows it extended; the others were taken over.
+func (q *Queue) extend(ctx context.Context, token string, ids []int64, leaseEnd int64) (int, error) {
+	extended := 0
+	err := q.write(ctx, func(db execer) error {
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), maxBatchRows)]
+			ids = ids[len(chunk):]
+			args := []any{leaseEnd, leaseEnd}
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			args = append(args, token)
+			stmt := `UPDATE ` + q.table + ` SET locked_until = ?, next_run = ? WHERE id IN (` + placeholders(len(chunk)) + `) AND ` + statusIs(StatusSending) + ` AND locked_by = ?`
+			res, err := db.ExecContext(ctx, q.d.bounded(stmt), args...)
+			if err != nil {
+				return fmt.Errorf("queue: extending the lease of %d rows: %w", len(chunk), err)
+			}
+			n, _ := res.RowsAffected()
+			extended += int(n)
 		}
-		args = append(args, token)
-		stmt := `UPDATE ` + q.table + ` SET status = CASE WHEN attempts <= 1 THEN 0 ELSE 3 END, attempts = attempts - 1,
-  locked_by = '', locked_until = 0, next_run = ? WHERE id IN (` + placeholders(len(chunk)) + `) AND status = 1 AND locked_by = ?`
-		res, err := q.db.ExecContext(ctx, q.d.bounded(stmt), args...)
-		if err != nil {
-			return released, fmt.Errorf("queue: releasing %d rows: %w", len(chunk), err)
-		}
-		n, _ := res.RowsAffected()
-		released += int(n)
-	}
-	return released, nil
+		return nil
+	})
+	return extended, err
 }
+
+// statusIs is the SQL condition "status = <s>", so that statements name
+// the Status constants rather than their values.
+func statusIs(s int) string { return "status = " + strconv.Itoa(s) }
 
 func boolInt(b bool) int {
 	if b {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -18,7 +19,9 @@ const childDBEnv = "MAILSPOOL_TEST_CHILD_DB"
 
 // TestKilledWorkerLosesNothing runs a worker in a real subprocess, kills it
 // with SIGKILL while its sends are in flight, and checks that another
-// worker sends every one of its rows once the lease has expired.
+// worker rescues and sends every one of its rows once the lease has
+// expired: the lost attempt is given back, counted as a crash, and the row
+// is marked maybe delivered.
 func TestKilledWorkerLosesNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store) {
 		lane := Lane{RecipientLimit: NoLimit}
@@ -37,19 +40,23 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		_ = cmd.Wait()
 
 		tr := newFuncTransport(nil)
-		w, err := NewWorker(q, tr, &WorkerOptions{ID: "rescuer", PollInterval: 100 * time.Millisecond, Logger: quietLogger()})
+		w, err := NewWorker(q, tr, &WorkerOptions{ID: "rescuer", PollInterval: 100 * time.Millisecond, RescueInterval: 100 * time.Millisecond, Logger: quietLogger()})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); w.Run(ctx) }()
+		go func() { defer close(done); assert.NoError(t, w.Run(ctx)) }()
 		require.Eventually(t, func() bool { return countRows(t, s.db, q.table, "status = 2") == 10 }, 30*time.Second, 50*time.Millisecond)
 		cancel()
 		<-done
 
-		assert.GreaterOrEqual(t, time.Since(claimedAt), 4*time.Second, "rows were taken over only after the child's lease (5s) ran out")
-		assert.Len(t, tr.sends, 10, "each row sent once by the rescuer")
+		assert.GreaterOrEqual(t, time.Since(claimedAt), 2*time.Second, "rows were taken over only after the child's lease (3s past its last heartbeat) ran out")
+		assert.Len(t, tr.sends, 10, "each row sent once by the other worker")
+		assert.EqualValues(t, 10, w.Stats().Rescued)
 		for _, id := range ids {
-			assert.Equal(t, 2, readRow(t, q, id).Attempts, "the killed attempt counts")
+			r := readRow(t, q, id)
+			assert.Equal(t, 1, r.Attempts, "the killed attempt was given back")
+			assert.Equal(t, 1, r.Crashes, "and counted as a crash")
+			assert.Equal(t, 1, r.MaybeDelivered)
 		}
 	})
 }
@@ -68,8 +75,63 @@ func TestKilledWorkerChild(t *testing.T) {
 		<-ctx.Done()
 		return transport.Receipt{}, ctx.Err()
 	})
-	// Lease: (one round of 2s sends + one round for a previous batch) + 1s margin = 5s.
-	w, err := NewWorker(q, hang, &WorkerOptions{ID: "child", Batch: 10, Concurrency: 10, SendTimeout: 2 * time.Second, LeaseMargin: time.Second, Logger: quietLogger()})
+	// The sends hang for a minute; the heartbeat renews the 3s lease until
+	// the process is killed.
+	w, err := NewWorker(q, hang, &WorkerOptions{ID: "child", Batch: 10, Concurrency: 10, SendTimeout: time.Minute, LeaseMargin: 3 * time.Second, Logger: quietLogger()})
 	require.NoError(t, err)
-	w.Run(context.Background())
+	_ = w.Run(context.Background()) // killed by the parent
+}
+
+// TestCrashAccounting: a lease that expires gives the attempt back and
+// counts a crash, so a crash alone never fails a single-attempt mail that
+// was never handed over; the third crash fails the row as poison.
+func TestCrashAccounting(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{}, clock)
+		single, err := q.Enqueue(ctx, s.db, testMessage("once@example.com"), MaxAttempts(1))
+		require.NoError(t, err)
+		for crash := 1; crash <= maxCrashes; crash++ {
+			jobs, err := q.claim(ctx, "dead."+strconv.Itoa(crash), 10, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
+			clock.Advance(time.Minute + time.Millisecond) // the worker died: its lease runs out
+			n, blocked, err := q.rescue(ctx, 10, nil, time.Minute)
+			require.NoError(t, err)
+			require.Empty(t, blocked)
+			require.Equal(t, 1, n)
+			r := readRow(t, q, single)
+			assert.Equal(t, crash, r.Crashes)
+			assert.Equal(t, 0, r.Attempts, "the lost attempt is given back")
+			assert.Equal(t, 1, r.MaybeDelivered)
+			if crash < maxCrashes {
+				assert.Equal(t, StatusPending, r.Status, "a crash alone never fails a MaxAttempts(1) mail")
+				continue
+			}
+			assert.Equal(t, StatusFailed, r.Status)
+			assert.Equal(t, kindPoison, r.LastKind)
+			assert.Contains(t, r.LastError, "poison: the lease expired while sending this mail 3 times")
+		}
+	})
+}
+
+// TestRescueSkipsLiveLeases: a lease that has not expired, or that the
+// caller says is its own, is never rescued.
+func TestRescueSkipsLiveLeases(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
+		enqueueN(t, q, 4)
+		_, err := q.claim(ctx, "mine.1", 2, time.Minute)
+		require.NoError(t, err)
+		_, err = q.claim(ctx, "live.1", 2, 2*time.Minute)
+		require.NoError(t, err)
+		clock.Advance(time.Minute + time.Millisecond)
+		n, _, err := q.rescue(ctx, 10, func(token string) bool { return token == "mine.1" }, time.Minute)
+		require.NoError(t, err)
+		assert.Zero(t, n)
+		assert.Equal(t, 4, countRows(t, s.db, q.table, "status = 1"))
+	})
 }

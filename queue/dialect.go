@@ -3,10 +3,13 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // dialect holds the few places where MySQL/MariaDB and SQLite differ.
@@ -92,6 +95,45 @@ func (d dialect) lockSkip() string {
 	default:
 		return " FOR UPDATE"
 	}
+}
+
+// txOptions are the options of the queue's own transactions: READ
+// COMMITTED on MySQL, where a statement that scans rows other sessions hold
+// locked skips those that do not match instead of waiting for them.
+func (d dialect) txOptions() *sql.TxOptions {
+	if d.sqlite {
+		return nil // BEGIN IMMEDIATE (set by the DSN): SQLite serialises writers
+	}
+	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+}
+
+// write runs the writes f makes in READ COMMITTED: on MySQL in a short
+// transaction (a plain statement would run in the session's REPEATABLE
+// READ and, should the server scan the table, wait for every row another
+// session holds, related or not); on SQLite as they are.
+func (q *Queue) write(ctx context.Context, f func(execer) error) error {
+	if q.d.sqlite {
+		return f(q.db)
+	}
+	tx, err := q.db.BeginTx(ctx, q.d.txOptions())
+	if err != nil {
+		return fmt.Errorf("queue: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := f(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("queue: commit: %w", err)
+	}
+	return nil
+}
+
+// isLockConflict reports whether err is a MySQL deadlock (1213) or lock
+// wait timeout (1205).
+func isLockConflict(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
 // quote quotes an identifier that was validated by validTable.

@@ -59,7 +59,9 @@ func ExampleQueue_Enqueue() {
 	w, _ := queue.NewWorker(q, fake.New(nil), &queue.WorkerOptions{
 		MaxMessages: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	w.Run(ctx)
+	if err := w.Run(ctx); err != nil {
+		fmt.Println(err)
+	}
 	row, _ := q.Row(ctx, id)
 	fmt.Println(row.Status, row.Attempts)
 	// Output:

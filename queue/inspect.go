@@ -30,11 +30,15 @@ type Row struct {
 	MessageID   string `json:"message_id"`            // our Message-ID header
 	ProviderID  string `json:"provider_id,omitempty"` // the provider's id, once sent
 	// LastKind is the last outcome: sent, temporary, permanent, connection,
-	// expired (the not-after deadline passed) or cancelled (by an operator).
+	// expired (the not-after deadline passed), poison (its worker died on it
+	// every time) or cancelled (by an operator).
 	LastKind       string `json:"last_kind,omitempty"`
 	LastCode       int    `json:"last_code,omitempty"`
 	LastError      string `json:"last_error,omitempty"`
 	MaybeDelivered bool   `json:"maybe_delivered,omitempty"`
+	// Crashes counts the leases that expired while the mail was sending:
+	// its worker died or hung, so it may have been delivered then.
+	Crashes int `json:"crashes,omitempty"`
 	// History has one line per operator action (retry, cancel), oldest
 	// first.
 	History   []string  `json:"history,omitempty"`
@@ -51,7 +55,7 @@ type Row struct {
 
 // rowColumns are read for a Row, in scanRow's order; no body.
 const rowColumns = `id, status, attempts, max_attempts, from_addr, to_addr, subject, template, message_id,
-  provider_id, last_kind, last_code, last_error, maybe_delivered, history, created_at, next_run, sent_at, not_after`
+  provider_id, last_kind, last_code, last_error, maybe_delivered, crashes, history, created_at, next_run, sent_at, not_after`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -61,7 +65,7 @@ func scanRow(sc scanner) (Row, error) {
 	var history string
 	var created, next, sent, notAfter int64
 	if err := sc.Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &r.From, &r.To, &r.Subject, &r.Template, &r.MessageID,
-		&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastError, &maybe, &history, &created, &next, &sent, &notAfter); err != nil {
+		&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastError, &maybe, &r.Crashes, &history, &created, &next, &sent, &notAfter); err != nil {
 		return Row{}, err
 	}
 	r.Status = StatusName(status)

@@ -16,8 +16,8 @@ func TestZeroLaneHasNoLimits(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		q := newQueue(t, s.db, Lane{}, nil)
-		assert.Equal(t, Limit{}, q.Lane().RecipientLimit)
-		assert.Equal(t, Limit{}, q.Lane().IPLimit)
+		assert.Equal(t, Limit{}, q.lane.RecipientLimit)
+		assert.Equal(t, Limit{}, q.lane.IPLimit)
 		for range 25 {
 			_, err := q.Enqueue(ctx, s.db, testMessage("ann@example.com"), ClientIP("192.0.2.7"))
 			require.NoError(t, err)

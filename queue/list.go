@@ -17,7 +17,7 @@ type Filter struct {
 	// Template is the template name given at enqueue.
 	Template string
 	// Kind is the last outcome: sent, temporary, permanent, connection,
-	// expired or cancelled.
+	// expired, poison or cancelled.
 	Kind string
 	// Since keeps mails enqueued at or after it.
 	Since time.Time

@@ -32,7 +32,7 @@ type action struct {
 var retryAction = action{
 	name: "retry",
 	from: map[int]bool{StatusRetry: true, StatusFailed: true},
-	set:  `status = 0, attempts = 0, next_run = ?, not_after = 0, locked_by = '', locked_until = 0`,
+	set:  `status = 0, attempts = 0, crashes = 0, next_run = ?, not_after = 0, locked_by = '', locked_until = 0`,
 }
 
 var cancelAction = action{
@@ -43,8 +43,8 @@ var cancelAction = action{
 }
 
 // Retry gives each failed or retry mail among ids fresh attempts: it
-// becomes pending and due now, with its attempts at 0 and its not-after
-// deadline dropped; its last outcome stays until the next attempt, and a
+// becomes pending and due now, with its attempts and crashes at 0 and its
+// not-after deadline dropped; its last outcome stays until the next attempt, and a
 // line saying what it was is added to its history. It returns how many
 // mails it retried; ids that are not found or not failed/retry (a mail
 // being sent, already sent, or still pending) are left alone and named in

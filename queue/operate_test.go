@@ -3,10 +3,13 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -319,4 +322,64 @@ func TestMigrationsInOrder(t *testing.T) {
 	for i := 1; i < len(migrations); i++ {
 		assert.Greater(t, migrations[i].version, migrations[i-1].version, "migrations must be listed in increasing version order")
 	}
+}
+
+// A worker stops claiming within one poll of an operator's pause, another
+// process's Pause included, and claims again after Resume; a breaker's
+// pause shows in Paused while it lasts.
+func TestWorkerObeysPause(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		lane := Lane{RecipientLimit: NoLimit, Retry: RetryPolicy{BreakerThreshold: 2, BreakerPause: time.Hour, BreakerMaxPause: time.Hour}}
+		admin := newQueue(t, s.open(t), lane, nil) // the operator's process
+		require.NoError(t, admin.Pause(ctx, "maintenance"))
+
+		var failing atomic.Bool
+		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+			if failing.Load() {
+				return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Err: errors.New("dial tcp: connection refused")}
+			}
+			return transport.Receipt{MessageID: m.MessageID}, nil
+		})
+		var logs problemLog
+		w, err := NewWorker(newQueue(t, s.db, lane, nil), tr, &WorkerOptions{PollInterval: 20 * time.Millisecond, Logger: logs.logger(), CleanupInterval: -1})
+		require.NoError(t, err)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(runCtx) }()
+		defer func() { cancel(); require.NoError(t, <-done) }()
+
+		paused := func() int {
+			for _, l := range logs.Lines() {
+				if strings.Contains(l, "lane paused by an operator") {
+					return 1
+				}
+			}
+			return 0
+		}
+		waitProgress(t, "the worker sees the pause", 10*time.Second, 1, paused)
+		enqueueN(t, admin, 3)
+		time.Sleep(10 * w.opts.PollInterval) // ten polls
+		assert.EqualValues(t, 0, tr.total.Load(), "nothing is claimed while paused")
+		st, err := admin.Stats(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 3, st.Pending, "enqueue goes on while paused")
+
+		require.NoError(t, admin.Resume(ctx))
+		waitProgress(t, "sends after resume", 10*time.Second, 3, func() int { return int(tr.total.Load()) })
+
+		failing.Store(true)
+		enqueueN(t, admin, 2)
+		waitProgress(t, "the breaker's pause is recorded", 10*time.Second, 1, func() int {
+			ps, err := admin.Paused(ctx)
+			require.NoError(t, err)
+			return len(ps)
+		})
+		ps, err := admin.Paused(ctx)
+		require.NoError(t, err)
+		require.Len(t, ps, 1)
+		assert.Equal(t, "breaker", ps[0].By)
+		assert.Equal(t, "2 or more connection failures in a row", ps[0].Reason)
+		assert.WithinDuration(t, time.Now().Add(time.Hour), ps[0].Until, time.Minute)
+	})
 }

@@ -103,3 +103,49 @@ func (q *Queue) holdByBreaker(ctx context.Context, until time.Time, reason strin
 	}
 	return nil
 }
+
+// pauseWatch is the claim loop's view of the operator's pause.
+type pauseWatch struct {
+	on   bool
+	next time.Time // when to read it again
+}
+
+// pausedByOperator reports whether an operator paused the lane, reading
+// the database at most once per PollInterval; if the read fails, the last
+// answer stands (the claim will report the database).
+func (w *Worker) pausedByOperator(ctx context.Context) bool {
+	now := w.q.clock.Now()
+	if now.Before(w.paused.next) {
+		return w.paused.on
+	}
+	w.paused.next = now.Add(w.opts.PollInterval)
+	on, err := w.q.operatorPaused(ctx)
+	if err != nil {
+		return w.paused.on
+	}
+	if on != w.paused.on {
+		if on {
+			w.log.Warn("lane paused by an operator: not claiming until 'mailspool resume'")
+		} else {
+			w.log.Info("lane resumed by an operator")
+		}
+	}
+	w.paused.on = on
+	return on
+}
+
+// holdLane records the breaker's pause so that stats shows it in every
+// process; a failure only costs the display.
+func (w *Worker) holdLane(ctx context.Context, pause time.Duration) {
+	reason := fmt.Sprintf("%d or more connection failures in a row", w.q.lane.Retry.BreakerThreshold)
+	if err := w.q.holdByBreaker(ctx, w.q.clock.Now().Add(pause), reason); err != nil && ctx.Err() == nil {
+		w.log.Warn("could not record the breaker's pause", "err", err)
+	}
+}
+
+// releaseLane clears the breaker's hold once the provider answers again.
+func (w *Worker) releaseLane(ctx context.Context) {
+	if err := w.q.holdByBreaker(ctx, time.Time{}, ""); err != nil && ctx.Err() == nil {
+		w.log.Warn("could not clear the breaker's pause", "err", err)
+	}
+}

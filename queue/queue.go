@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -87,6 +88,10 @@ type Queue struct {
 	table  string // quoted
 	limits string // quoted
 	lanes  string // quoted lanesTable
+
+	// For SQLite: the database file and what it was when New opened it.
+	file     string
+	fileInfo os.FileInfo
 }
 
 // Options configure a Queue beyond its Lane.
@@ -131,14 +136,18 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	q.table = d.quote(lane.Table)
 	q.limits = d.quote(lane.Table + "_limits")
 	q.lanes = d.quote(lanesTable)
+	if d.sqlite {
+		if err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&q.file); err != nil {
+			return nil, fmt.Errorf("queue: finding the SQLite file: %w", err)
+		}
+		if q.file != "" {
+			if q.fileInfo, err = os.Stat(q.file); err != nil {
+				return nil, fmt.Errorf("queue: the SQLite file: %w", err)
+			}
+		}
+	}
 	return q, nil
 }
-
-// Lane returns the lane with its defaults filled in.
-func (q *Queue) Lane() Lane { return q.lane }
-
-// DB returns the database handle the queue uses.
-func (q *Queue) DB() *sql.DB { return q.db }
 
 func (l Lane) withDefaults() (Lane, error) {
 	if l.Table == "" {

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/mailspool/mailspool/transport"
 )
@@ -19,7 +18,7 @@ func (q *Queue) resumeDeferred(ctx context.Context) (int64, error) {
 	after := now // keyset: next_run of the last row seen
 	for {
 		rows, err := q.db.QueryContext(ctx, q.d.bounded(`SELECT id, next_run FROM `+q.table+
-			` WHERE status = 3 AND next_run > ? AND last_kind = ? ORDER BY next_run LIMIT ?`), after, transport.Connection.String(), maxBatchRows)
+			` WHERE `+statusIs(StatusRetry)+` AND next_run > ? AND last_kind = ? ORDER BY next_run LIMIT ?`), after, transport.Connection.String(), maxBatchRows)
 		if err != nil {
 			return total, fmt.Errorf("queue: resuming deferred mail: %w", err)
 		}
@@ -36,7 +35,7 @@ func (q *Queue) resumeDeferred(ctx context.Context) (int64, error) {
 		if err := rows.Err(); err != nil || len(ids) == 0 {
 			return total, err
 		}
-		res, err := q.db.ExecContext(ctx, q.d.bounded(`UPDATE `+q.table+` SET next_run = ? WHERE id IN (`+placeholders(len(ids))+`) AND status = 3`),
+		res, err := q.db.ExecContext(ctx, q.d.bounded(`UPDATE `+q.table+` SET next_run = ? WHERE id IN (`+placeholders(len(ids))+`) AND `+statusIs(StatusRetry)),
 			append([]any{now}, ids...)...)
 		if err != nil {
 			return total, fmt.Errorf("queue: resuming deferred mail: %w", err)
@@ -50,19 +49,4 @@ func (q *Queue) resumeDeferred(ctx context.Context) (int64, error) {
 		// next batch: step back one millisecond so none is skipped.
 		after--
 	}
-}
-
-// resumeAfterOutage runs resumeDeferred in the background, logging the
-// result; the worker calls it when its breaker closes.
-func (w *Worker) resumeAfterOutage() {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		n, err := w.q.resumeDeferred(ctx)
-		if err != nil {
-			w.log.Error("provider is back, but resuming deferred mail failed", "err", err)
-			return
-		}
-		w.log.Info("provider is back: deferred mail is due now", "rows", n)
-	}()
 }

@@ -95,8 +95,8 @@ func (p RetryPolicy) withDefaults() (RetryPolicy, error) {
 	return p, nil
 }
 
-// pick returns schedule[i], the last entry for i past the end.
-func pick(schedule []time.Duration, i int) time.Duration {
+// scheduleAt returns schedule[i], the last entry for i past the end.
+func scheduleAt(schedule []time.Duration, i int) time.Duration {
 	if i < 0 {
 		i = 0
 	}

@@ -73,8 +73,11 @@ func distinctTables(tables []string) error {
 // gaps are allowed.
 type migration struct {
 	version int
-	mysql   []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name, %[4]s the quoted lanes table
-	sqlite  []string
+	// addsColumn, when set, names the column the step adds: the step is
+	// skipped if the table already has it.
+	addsColumn string
+	mysql      []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name, %[4]s the quoted lanes table
+	sqlite     []string
 }
 
 var migrations = []migration{{
@@ -161,6 +164,13 @@ var migrations = []migration{{
 )`,
 		`CREATE INDEX IF NOT EXISTS "%[3]s_limits_idx_window" ON %[2]s (window_start)`},
 }, {
+	// Version 2: crashes counts the leases that expired while the row was
+	// sending (see state.go); after maxCrashes the row fails as poison.
+	version:    2,
+	addsColumn: "crashes",
+	mysql:      []string{`ALTER TABLE %[1]s ADD COLUMN crashes TINYINT UNSIGNED NOT NULL DEFAULT 0 AFTER attempts`},
+	sqlite:     []string{`ALTER TABLE %[1]s ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0`},
+}, {
 	// Operations: find mail by recipient, keep a line per operator action,
 	// pause a lane. On MySQL/MariaDB the recipient index is on a virtual
 	// column of 8 bytes of SHA-256 of the lower-cased address (fixed width,
@@ -246,7 +256,17 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) erro
 		if m.version <= current {
 			continue
 		}
-		for _, stmt := range migrationSQL(d, m, table) {
+		stmts := migrationSQL(d, m, table)
+		if m.addsColumn != "" {
+			has, err := hasColumn(ctx, db, d, table, m.addsColumn)
+			if err != nil {
+				return err
+			}
+			if has {
+				stmts = nil
+			}
+		}
+		for _, stmt := range stmts {
 			if _, err := db.ExecContext(ctx, stmt); err != nil && !alreadyThere(err) {
 				return fmt.Errorf("queue: migrate %s to version %d: %w", table, m.version, err)
 			}
@@ -283,6 +303,21 @@ func migrationSQL(d dialect, m migration, table string) []string {
 func alreadyThere(err error) bool {
 	s := strings.ToLower(err.Error())
 	return strings.Contains(s, "duplicate column name") || strings.Contains(s, "duplicate key name")
+}
+
+// hasColumn reports whether table has column.
+func hasColumn(ctx context.Context, db *sql.DB, d dialect, table, column string) (bool, error) {
+	var n int
+	var err error
+	if d.sqlite {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, table, column).Scan(&n)
+	} else {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?`, table, column).Scan(&n)
+	}
+	if err != nil {
+		return false, fmt.Errorf("queue: migrate: looking for column %s of %s: %w", column, table, err)
+	}
+	return n > 0, nil
 }
 
 func schemaVersionOf(ctx context.Context, db *sql.DB, d dialect, table string) (int, error) {

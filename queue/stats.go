@@ -38,12 +38,12 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		where string
 		args  []any
 	}{
-		{&s.Pending, "status = 0", nil},
-		{&s.Retry, "status = 3", nil},
-		{&s.Sending, "status = 1", nil},
-		{&s.SentLastHour, "status = 2 AND next_run > ?", []any{now.Add(-time.Hour).UnixMilli()}},
-		{&s.FailedLastHour, "status = 4 AND next_run > ? AND last_kind <> ?", []any{now.Add(-time.Hour).UnixMilli(), kindCancelled}},
-		{&s.Stuck, "status = 1 AND next_run < ?", []any{now.Add(-StuckAfter).UnixMilli()}},
+		{&s.Pending, statusIs(StatusPending), nil},
+		{&s.Retry, statusIs(StatusRetry), nil},
+		{&s.Sending, statusIs(StatusSending), nil},
+		{&s.SentLastHour, statusIs(StatusSent) + " AND next_run > ?", []any{now.Add(-time.Hour).UnixMilli()}},
+		{&s.FailedLastHour, statusIs(StatusFailed) + " AND next_run > ? AND last_kind <> ?", []any{now.Add(-time.Hour).UnixMilli(), kindCancelled}},
+		{&s.Stuck, statusIs(StatusSending) + " AND next_run < ?", []any{now.Add(-StuckAfter).UnixMilli()}},
 	}
 	for _, c := range counts {
 		err := q.db.QueryRowContext(ctx, q.d.bounded(`SELECT COUNT(*) FROM `+q.table+` WHERE `+c.where), c.args...).Scan(c.dst)

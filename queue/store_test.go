@@ -156,18 +156,18 @@ func testMessage(to string) *transport.Message {
 
 // rowState reads the columns tests look at.
 type rowState struct {
-	Status, Attempts         int
-	NextRun                  int64
-	LockedBy, LastKind       string
-	LastCode, MaybeDelivered int
-	LastError, ProviderID    string
+	Status, Attempts, Crashes int
+	NextRun                   int64
+	LockedBy, LastKind        string
+	LastCode, MaybeDelivered  int
+	LastError, ProviderID     string
 }
 
 func readRow(t *testing.T, q *Queue, id int64) rowState {
 	t.Helper()
 	var r rowState
-	err := q.db.QueryRow(`SELECT status, attempts, next_run, locked_by, last_kind, last_code, maybe_delivered, last_error, provider_id FROM `+q.table+` WHERE id = ?`, id).
-		Scan(&r.Status, &r.Attempts, &r.NextRun, &r.LockedBy, &r.LastKind, &r.LastCode, &r.MaybeDelivered, &r.LastError, &r.ProviderID)
+	err := q.db.QueryRow(`SELECT status, attempts, crashes, next_run, locked_by, last_kind, last_code, maybe_delivered, last_error, provider_id FROM `+q.table+` WHERE id = ?`, id).
+		Scan(&r.Status, &r.Attempts, &r.Crashes, &r.NextRun, &r.LockedBy, &r.LastKind, &r.LastCode, &r.MaybeDelivered, &r.LastError, &r.ProviderID)
 	require.NoError(t, err)
 	r.LockedBy = strings.TrimSpace(r.LockedBy)
 	r.LastKind = strings.TrimSpace(r.LastKind)

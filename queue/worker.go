@@ -27,9 +27,18 @@ type WorkerOptions struct {
 	Concurrency int
 	// SendTimeout bounds one Send (default 30s).
 	SendTimeout time.Duration
-	// LeaseMargin is added to the lease on top of the time the batch's
-	// sends may take (default 30s).
+	// LeaseMargin is how long a claimed row stays leased past the worker's
+	// last heartbeat (default 20s). While sends or unwritten outcomes are
+	// pending the worker renews its leases every third of it, so it bounds
+	// neither sends nor database pauses: it is how soon a killed worker's
+	// rows can be rescued by another worker (within LeaseMargin +
+	// RescueInterval). After the database was slow or failing, the rescuer
+	// waits LeaseMargin before it rescues anything, so that live owners can
+	// renew first.
 	LeaseMargin time.Duration
+	// RescueInterval is how often the worker returns rows whose lease
+	// expired (their worker died) to pending or retry (default 5s).
+	RescueInterval time.Duration
 	// PollInterval is the wait after a claim that did not fill a batch
 	// (default 2s). After a full batch the worker claims again at once.
 	PollInterval time.Duration
@@ -38,8 +47,15 @@ type WorkerOptions struct {
 	// (default 0: never).
 	MaxMessages int
 	// ShutdownTimeout is how long sends in flight may go on after Run's
-	// context is cancelled (default 10s).
+	// context is cancelled (default 10s); writing their outcomes may take
+	// as long again.
 	ShutdownTimeout time.Duration
+	// FailAfter is how long the database may fail every claim, heartbeat
+	// and outcome write before Run gives up and returns an error (default
+	// 5m). Until then claims back off (up to 30s apart) and outcomes are
+	// kept in memory and retried, so a database pause shorter than
+	// FailAfter loses no outcome and re-sends nothing.
+	FailAfter time.Duration
 	// CleanupInterval runs Cleanup with Retention this often (default 10m;
 	// negative: never). It runs on a timer, whether the queue is busy or idle.
 	CleanupInterval time.Duration
@@ -56,6 +72,12 @@ type WorkerStats struct {
 	Failed   int64 // rows failed for good (permanent, out of attempts, expired)
 	Released int64 // rows given back unsent (shutdown, breaker)
 	Stale    int64 // outcomes rejected because the lease had been taken over
+	Rescued  int64 // rows of dead workers returned by this worker's rescuer
+	// DBErrors counts failed claims, heartbeats, outcome writes and
+	// rescues; Deadlocks those of them that were deadlocks or lock wait
+	// timeouts (MySQL errors 1213 and 1205).
+	DBErrors  int64
+	Deadlocks int64
 }
 
 // Worker claims rows of one lane and sends them through one transport.
@@ -67,7 +89,15 @@ type Worker struct {
 	brk  breaker
 	seq  atomic.Uint64
 	// slots holds one token per send in flight, across batches.
-	slots chan struct{}
+	slots  chan struct{}
+	leases leases
+	health health
+	// resume asks Run's resume loop to make mail deferred by an outage due.
+	resume chan struct{}
+	// abandon is closed when Run stops waiting for outcomes to be written.
+	abandon chan struct{}
+	// paused is the operator's pause as the claim loop last read it.
+	paused pauseWatch
 
 	stats struct {
 		sync.Mutex
@@ -87,7 +117,8 @@ func NewWorker(q *Queue, tr transport.Transport, opts *WorkerOptions) (*Worker, 
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	w := &Worker{q: q, tr: tr, opts: o, log: o.Logger.With("lane", q.lane.Name, "worker", o.ID), slots: make(chan struct{}, o.Concurrency)}
+	w := &Worker{q: q, tr: tr, opts: o, log: o.Logger.With("lane", q.lane.Name, "worker", o.ID),
+		slots: make(chan struct{}, o.Concurrency), resume: make(chan struct{}, 1), abandon: make(chan struct{})}
 	w.brk.policy = q.lane.Retry
 	return w, nil
 }
@@ -111,7 +142,9 @@ func (o *WorkerOptions) setDefaults() error {
 		o.Concurrency = 8
 	}
 	def(&o.SendTimeout, 30*time.Second)
-	def(&o.LeaseMargin, 30*time.Second)
+	def(&o.LeaseMargin, 20*time.Second)
+	def(&o.RescueInterval, 5*time.Second)
+	def(&o.FailAfter, 5*time.Minute)
 	def(&o.PollInterval, 2*time.Second)
 	def(&o.ShutdownTimeout, 10*time.Second)
 	def(&o.CleanupInterval, 10*time.Minute)
@@ -123,8 +156,10 @@ func (o *WorkerOptions) setDefaults() error {
 		return fmt.Errorf("queue: worker batch %d out of range 1..%d", o.Batch, maxBatchRows)
 	case o.Concurrency < 1:
 		return fmt.Errorf("queue: worker concurrency %d below 1", o.Concurrency)
-	case o.SendTimeout < 0 || o.LeaseMargin < 0 || o.PollInterval < 0 || o.ShutdownTimeout < 0:
+	case o.SendTimeout < 0 || o.PollInterval < 0 || o.ShutdownTimeout < 0 || o.RescueInterval < 0 || o.FailAfter < 0:
 		return errors.New("queue: negative worker timeout")
+	case o.LeaseMargin < 3*time.Millisecond:
+		return fmt.Errorf("queue: lease margin %v is too short", o.LeaseMargin)
 	case o.MaxMessages < 0:
 		return fmt.Errorf("queue: negative max messages %d", o.MaxMessages)
 	}
@@ -151,39 +186,69 @@ func (w *Worker) Stats() WorkerStats {
 	return w.stats.WorkerStats
 }
 
-// lease is how long a claim of n rows holds them: every round of sends may
-// take SendTimeout, plus one round for the previous batch's sends still
-// holding slots, plus the margin.
-func (w *Worker) lease(n int) time.Duration {
-	rounds := (n+w.opts.Concurrency-1)/w.opts.Concurrency + 1
-	return time.Duration(rounds)*w.opts.SendTimeout + w.opts.LeaseMargin
-}
-
-// Run claims and sends until ctx is cancelled or MaxMessages rows have
-// been processed. On cancellation it stops claiming, lets sends in flight
-// finish for up to ShutdownTimeout, records their outcomes and gives the
-// rows it had not started back, so no row is left in sending. Database
-// errors are logged and retried after PollInterval: Run never fails, it
-// only returns.
+// Run claims and sends until ctx is cancelled, MaxMessages rows have been
+// processed, or the database has failed for FailAfter. On the way out it
+// stops claiming, lets sends in flight finish for up to ShutdownTimeout,
+// records their outcomes and gives back the rows it had not started, so
+// no row is left in sending. It returns nil after a cancellation or a
+// recycle, and an error when the database kept failing, when the SQLite
+// file was replaced or deleted under it, or when outcomes could not be
+// written before it gave up (those rows are rescued later, marked maybe
+// delivered). Run is called once per Worker.
 //
 // Batches overlap: the next claim happens as soon as every row of the
 // previous batch has started (a slow send holds its own slot, not the
-// whole worker), with at most two batches in flight.
-func (w *Worker) Run(ctx context.Context) {
-	clock := w.q.clock
-	if w.opts.CleanupInterval > 0 {
-		cleanupCtx, stop := context.WithCancel(ctx)
-		defer stop()
-		go w.cleanupLoop(cleanupCtx)
+// whole worker), with at most two batches in flight. Run owns its
+// background work: the heartbeat, the rescuer, the resume after an outage
+// and cleanup, and returns only once they have stopped.
+func (w *Worker) Run(ctx context.Context) error {
+	stillOurs, err := w.q.fileCheck()
+	if err != nil {
+		return err
 	}
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
-	batches := make(chan struct{}, 2)
+	// The heartbeat must outlive ctx until every outcome is written; the
+	// other loops stop with the claims.
+	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var bg sync.WaitGroup
+	spawn := func(ctx context.Context, loop func(context.Context)) {
+		bg.Add(1)
+		go func() { defer bg.Done(); loop(ctx) }()
+	}
+	spawn(bgCtx, w.heartbeatLoop)
+	spawn(runCtx, w.rescueLoop)
+	spawn(runCtx, w.resumeLoop)
+	if w.opts.CleanupInterval > 0 {
+		spawn(runCtx, w.cleanupLoop)
+	}
+
+	var batches sync.WaitGroup
+	err = w.claimLoop(runCtx, stillOurs, &batches)
+	stopRun()
+	err = errors.Join(err, w.finish(&batches))
+	stopBG()
+	bg.Wait()
+	return err
+}
+
+// claimLoop claims and dispatches batches until ctx ends, MaxMessages is
+// reached (nil) or the store fails for good (an error).
+func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches *sync.WaitGroup) error {
+	clock := w.q.clock
+	inFlight := make(chan struct{}, 2) // batches not yet recorded
+	retry := backoff{min: w.opts.PollInterval, max: max(maxClaimBackoff, w.opts.PollInterval)}
 	var processed int
 	for ctx.Err() == nil {
+		if err := stillOurs(); err != nil {
+			return err
+		}
+		if err := w.health.check(w.opts.FailAfter); err != nil {
+			return fmt.Errorf("queue: lane %s: giving up: %w", w.q.lane.Name, err)
+		}
 		if w.opts.MaxMessages > 0 && processed >= w.opts.MaxMessages {
 			w.log.Info("recycling after max messages", "processed", processed)
-			return
+			return nil
 		}
 		limit := w.opts.Batch
 		if w.opts.MaxMessages > 0 {
@@ -192,39 +257,65 @@ func (w *Worker) Run(ctx context.Context) {
 		pause, limit := w.brk.state(clock.Now(), limit)
 		if pause > 0 {
 			w.log.Warn("lane paused after connection failures", "for", pause)
-			if !wait(ctx, clock, pause) {
-				break
-			}
+			w.holdLane(ctx, pause)
+			wait(ctx, clock, pause)
+			continue
+		}
+		if w.pausedByOperator(ctx) {
+			wait(ctx, clock, w.opts.PollInterval)
 			continue
 		}
 		select {
-		case batches <- struct{}{}:
+		case inFlight <- struct{}{}:
 		case <-ctx.Done():
-			return
+			return nil
+		case <-time.After(time.Second): // check the store again
+			continue
 		}
 		n, done, err := w.dispatch(ctx, limit)
 		processed += n
 		if done != nil {
-			inflight.Add(1)
+			batches.Add(1)
 			go func() {
-				defer inflight.Done()
+				defer batches.Done()
 				if err := <-done; err != nil {
 					w.log.Error("recording a batch failed", "err", err)
 				}
-				<-batches
+				<-inFlight
 			}()
 		} else {
-			<-batches
+			<-inFlight
 		}
-		if err != nil && ctx.Err() == nil { // a claim cut short by shutdown is no failure
-			w.log.Error("claim failed", "err", err)
-		}
-		if err != nil || n < limit {
-			if !wait(ctx, clock, w.opts.PollInterval) {
-				break
-			}
+		switch {
+		case err != nil && ctx.Err() != nil: // a claim cut short by shutdown is no failure
+		case err != nil:
+			pause := retry.next()
+			w.log.Error("claim failed", "err", err, "retry_in", pause)
+			wait(ctx, clock, pause)
+		case n < limit:
+			retry.reset()
+			wait(ctx, clock, w.opts.PollInterval)
+		default:
+			retry.reset()
 		}
 	}
+	return nil
+}
+
+// finish waits for the batches in flight to be recorded: their sends may
+// take ShutdownTimeout, writing their outcomes as long again. Then it
+// abandons what is still unwritten.
+func (w *Worker) finish(batches *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { batches.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(2*w.opts.ShutdownTimeout + statementTimeout):
+	}
+	close(w.abandon)
+	<-done
+	return fmt.Errorf("queue: lane %s: stopped with outcomes unwritten; those rows will be rescued once their lease expires, marked maybe delivered", w.q.lane.Name)
 }
 
 // wait waits d on clock; false when ctx ended first.
@@ -237,161 +328,6 @@ func wait(ctx context.Context, clock Clock, d time.Duration) bool {
 	}
 }
 
-// cycle claims up to limit rows, sends them, records the outcomes, and
-// returns how many rows it claimed: one batch, start to finish.
-func (w *Worker) cycle(ctx context.Context, limit int) (int, error) {
-	n, done, err := w.dispatch(ctx, limit)
-	if done != nil {
-		err = errors.Join(err, <-done)
-	}
-	return n, err
-}
-
-// dispatch claims up to limit rows and starts their sends, taking a slot of
-// the worker's concurrency for each; it returns once every row has started
-// (or been given back), with the number of rows claimed and a channel that
-// yields the result of recording the batch's outcomes once its sends are
-// done (nil when nothing was claimed).
-func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, error) {
-	token := w.opts.ID + "." + strconv.FormatUint(w.seq.Add(1), 36)
-	jobs, err := w.q.claim(ctx, token, limit, w.lease(limit))
-	if err != nil || len(jobs) == 0 {
-		return 0, nil, err
-	}
-	w.count(func(s *WorkerStats) { s.Claimed += int64(len(jobs)) })
-
-	// Sends may outlive ctx by ShutdownTimeout; the bookkeeping after them
-	// must not be cancelled at all.
-	sendCtx, stopSends := context.WithCancel(context.WithoutCancel(ctx))
-	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(w.opts.ShutdownTimeout, stopSends) })
-
-	var (
-		decided []rowUpdate // rows settled without a send
-		unsent  []int64     // rows given back unsent
-		resume  = w.q.now()
-		results = make(chan rowUpdate, len(jobs))
-		sending int
-	)
-	for _, j := range jobs {
-		now := w.q.clock.Now()
-		switch {
-		case j.notAfter != 0 && now.UnixMilli() > j.notAfter:
-			decided = append(decided, expired(j, now))
-			continue
-		case j.attempts > j.maxAttempts:
-			decided = append(decided, abandoned(j, now))
-			continue
-		}
-		acquired := false
-		select {
-		case w.slots <- struct{}{}:
-			acquired = true
-		case <-ctx.Done():
-		}
-		if open, until := w.brk.open(w.q.clock.Now()); open || !acquired || ctx.Err() != nil {
-			if acquired {
-				<-w.slots
-			}
-			unsent = append(unsent, j.id)
-			if open {
-				resume = max(resume, until.UnixMilli())
-			}
-			continue
-		}
-		sending++
-		go func() {
-			defer func() { <-w.slots }()
-			results <- w.send(sendCtx, j)
-		}()
-	}
-	done := make(chan error, 1)
-	go func() {
-		defer stopSends()
-		defer stopAfter()
-		done <- w.collect(ctx, token, decided, results, sending, unsent, resume)
-	}()
-	return len(jobs), done, nil
-}
-
-// flushDelay bounds how long a finished send's outcome waits to be written
-// together with others of its batch.
-const flushDelay = 200 * time.Millisecond
-
-// collect records a batch's outcomes as its sends finish: the outcomes that
-// arrive within flushDelay of each other are written in one statement, so a
-// fast batch costs one statement and a slow send does not hold back the
-// rows sent before it. Then it gives back the rows that were not sent.
-func (w *Worker) collect(ctx context.Context, token string, pending []rowUpdate, results <-chan rowUpdate, sending int, unsent []int64, resume int64) error {
-	var errs []error
-	flush := func() {
-		if len(pending) == 0 {
-			return
-		}
-		if err := w.record(ctx, token, pending); err != nil {
-			errs = append(errs, err)
-		}
-		pending = nil
-	}
-	timer := time.NewTimer(flushDelay)
-	defer timer.Stop()
-	for sending > 0 {
-		select {
-		case u := <-results:
-			pending = append(pending, u)
-			sending--
-		case <-timer.C:
-			flush()
-			timer.Reset(flushDelay)
-		}
-	}
-	flush()
-	if len(unsent) > 0 {
-		book, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout+5*time.Second)
-		defer cancel()
-		n, err := w.q.release(book, token, unsent, resume)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		w.count(func(s *WorkerStats) { s.Released += int64(n) })
-	}
-	return errors.Join(errs...)
-}
-
-// record writes outcomes of rows claimed under token (fenced) and counts
-// them; outcomes rejected because the lease was taken over are counted as
-// stale and logged.
-func (w *Worker) record(ctx context.Context, token string, updates []rowUpdate) error {
-	book, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout+5*time.Second)
-	defer cancel()
-	applied, err := w.q.complete(book, token, updates)
-	if err != nil {
-		return err
-	}
-	if stale := len(updates) - applied; stale > 0 {
-		w.log.Warn("outcomes rejected: the lease was taken over by another worker", "rows", stale, "token", token)
-		w.count(func(s *WorkerStats) { s.Stale += int64(stale) })
-	}
-	w.countOutcomes(updates)
-	return nil
-}
-
-// send makes one delivery attempt and decides the row's next state.
-func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
-	ctx, cancel := context.WithTimeout(ctx, w.opts.SendTimeout)
-	defer cancel()
-	receipt, err := w.tr.Send(ctx, &j.msg)
-	now := w.q.clock.Now()
-	streak, recovered := w.brk.record(transport.KindOf(err), now)
-	if recovered {
-		w.resumeAfterOutage()
-	}
-	u := w.q.lane.Retry.outcome(j, receipt, err, now, streak)
-	if err != nil {
-		w.log.Debug("send failed", "id", j.id, "kind", transport.KindOf(err).String(), "err", u.lastError)
-	}
-	return u
-}
-
 func (w *Worker) count(f func(*WorkerStats)) {
 	w.stats.Lock()
 	defer w.stats.Unlock()
@@ -401,16 +337,48 @@ func (w *Worker) count(f func(*WorkerStats)) {
 func (w *Worker) countOutcomes(ups []rowUpdate) {
 	w.count(func(s *WorkerStats) {
 		for _, u := range ups {
-			switch u.status {
-			case StatusSent:
+			switch {
+			case !u.hasOutcome:
+				s.Released++
+			case u.status == StatusSent:
 				s.Sent++
-			case StatusRetry:
+			case u.status == StatusRetry:
 				s.Retried++
-			case StatusFailed:
+			case u.status == StatusFailed:
 				s.Failed++
 			}
 		}
 	})
+}
+
+// storeFailed notes a failed statement for the health check and the stats.
+func (w *Worker) storeFailed(err error) {
+	w.health.failed(err)
+	w.count(func(s *WorkerStats) {
+		s.DBErrors++
+		if isLockConflict(err) {
+			s.Deadlocks++
+		}
+	})
+}
+
+func (w *Worker) resumeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.resume:
+		}
+		w.releaseLane(ctx)
+		n, err := w.q.resumeDeferred(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Error("provider is back, but resuming deferred mail failed", "err", err)
+			}
+			continue
+		}
+		w.log.Info("provider is back: deferred mail is due now", "rows", n)
+	}
 }
 
 func (w *Worker) cleanupLoop(ctx context.Context) {

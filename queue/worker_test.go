@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,6 +68,16 @@ func (p *problemLog) Lines() []string {
 	return append([]string(nil), p.lines...)
 }
 
+// oneBatch claims up to limit rows, sends them and records the outcomes:
+// one batch, start to finish, so tests can drive a worker step by step.
+func oneBatch(ctx context.Context, w *Worker, limit int) (int, error) {
+	n, done, err := w.dispatch(ctx, limit)
+	if done != nil {
+		err = errors.Join(err, <-done)
+	}
+	return n, err
+}
+
 func enqueueN(t testing.TB, q *Queue, n int) []int64 {
 	t.Helper()
 	ctx := context.Background()
@@ -102,7 +113,7 @@ func TestFourWorkersDrainEachMailExactlyOnce(t *testing.T) {
 			require.NoError(t, err)
 			workers[i] = w
 			wg.Add(1)
-			go func() { defer wg.Done(); w.Run(ctx) }()
+			go func() { defer wg.Done(); assert.NoError(t, w.Run(ctx)) }()
 		}
 		require.Eventually(t, func() bool { return countRows(t, s.db, q.table, "status = 2") == n }, 2*time.Minute, 50*time.Millisecond)
 		cancel()
@@ -140,21 +151,29 @@ func TestStaleCompletionIsRejected(t *testing.T) {
 		require.Len(t, slow, 1)
 
 		clock.Advance(time.Minute + time.Millisecond) // slow's lease has ended
-		fast, err := q.claim(ctx, "fast.1", 10, time.Minute)
+		none, err := q.claim(ctx, "fast.1", 10, time.Minute)
 		require.NoError(t, err)
-		require.Len(t, fast, 1, "an expired lease is claimable again")
-		assert.Equal(t, 2, fast[0].attempts, "the takeover counts as an attempt")
+		require.Empty(t, none, "a claim never takes a sending row, expired or not")
+		rescued, _, err := q.rescue(ctx, 10, nil, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, 1, rescued)
+		fast, err := q.claim(ctx, "fast.2", 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, fast, 1, "a rescued row is claimable again")
+		assert.Equal(t, 1, fast[0].attempts, "the lost lease's attempt was given back")
+		assert.Equal(t, 1, fast[0].crashes, "and counted as a crash")
+		assert.True(t, fast[0].maybeDelivered)
 
-		sent := rowUpdate{id: id, status: StatusSent, attempts: 1, nextRun: clock.Now().UnixMilli(), sentAt: clock.Now().UnixMilli(), lastKind: "sent", providerID: "slow-id"}
+		sent := rowUpdate{id: id, status: StatusSent, attempts: 1, hasOutcome: true, nextRun: clock.Now().UnixMilli(), sentAt: clock.Now().UnixMilli(), lastKind: "sent", providerID: "slow-id"}
 		applied, err := q.complete(ctx, "slow.1", []rowUpdate{sent})
 		require.NoError(t, err)
 		assert.Equal(t, 0, applied, "the stale worker's write is rejected")
 		r := readRow(t, q, id)
 		assert.Equal(t, StatusSending, r.Status)
-		assert.Equal(t, "fast.1", r.LockedBy)
+		assert.Equal(t, "fast.2", r.LockedBy)
 
 		sent.providerID = "fast-id"
-		applied, err = q.complete(ctx, "fast.1", []rowUpdate{sent})
+		applied, err = q.complete(ctx, "fast.2", []rowUpdate{sent})
 		require.NoError(t, err)
 		assert.Equal(t, 1, applied)
 		r = readRow(t, q, id)
@@ -206,7 +225,7 @@ func TestWorkerCancelLeavesNothingSending(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); w.Run(ctx) }()
+		go func() { defer close(done); assert.NoError(t, w.Run(ctx)) }()
 		for range 4 {
 			<-started
 		}
@@ -233,7 +252,7 @@ func TestWorkerRecyclesAfterMaxMessages(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		w.Run(ctx)
+		require.NoError(t, w.Run(ctx))
 		require.NoError(t, ctx.Err(), "Run returned on its own")
 		assert.EqualValues(t, 20, tr.total.Load())
 		assert.Equal(t, 10, countRows(t, s.db, q.table, "status = 0"))
@@ -258,7 +277,7 @@ func TestBreakerPausesTheLaneWithoutBurningAttempts(t *testing.T) {
 		w, err := NewWorker(q, tr, &WorkerOptions{Batch: 20, Concurrency: 1, Logger: quietLogger()})
 		require.NoError(t, err)
 
-		n, err := w.cycle(ctx, 20)
+		n, err := oneBatch(ctx, w, 20)
 		require.NoError(t, err)
 		assert.Equal(t, 20, n)
 		assert.EqualValues(t, 3, tr.total.Load(), "three connection failures open the breaker; the rest are not tried")
@@ -275,7 +294,7 @@ func TestBreakerPausesTheLaneWithoutBurningAttempts(t *testing.T) {
 		_, limit = w.brk.state(clock.Now(), 20)
 		require.Equal(t, 1, limit)
 		clock.Advance(time.Hour) // let the released rows come due
-		_, err = w.cycle(ctx, limit)
+		_, err = oneBatch(ctx, w, limit)
 		require.NoError(t, err)
 		assert.EqualValues(t, 4, tr.total.Load())
 		pause, _ = w.brk.state(clock.Now(), 20)
@@ -287,12 +306,12 @@ func TestBreakerPausesTheLaneWithoutBurningAttempts(t *testing.T) {
 		_, limit = w.brk.state(clock.Now(), 20)
 		require.Equal(t, 1, limit)
 		clock.Advance(3 * time.Hour)
-		_, err = w.cycle(ctx, limit)
+		_, err = oneBatch(ctx, w, limit)
 		require.NoError(t, err)
 		_, limit = w.brk.state(clock.Now(), 20)
 		assert.Equal(t, 20, limit, "breaker closed")
 		for range 3 {
-			_, err = w.cycle(ctx, limit)
+			_, err = oneBatch(ctx, w, limit)
 			require.NoError(t, err)
 		}
 		assert.Equal(t, 20, countRows(t, s.db, q.table, "status = 2"))
@@ -322,7 +341,7 @@ func TestWorkerOutcomesOnRows(t *testing.T) {
 		ids := enqueueN(t, q, 5)
 		w, err := NewWorker(q, tr, &WorkerOptions{Logger: quietLogger()})
 		require.NoError(t, err)
-		_, err = w.cycle(ctx, 10)
+		_, err = oneBatch(ctx, w, 10)
 		require.NoError(t, err)
 		now := clock.Now()
 
@@ -363,7 +382,7 @@ func TestExpiredMailIsFailedUnsent(t *testing.T) {
 		tr := newFuncTransport(nil)
 		w, err := NewWorker(q, tr, &WorkerOptions{Logger: quietLogger()})
 		require.NoError(t, err)
-		_, err = w.cycle(ctx, 10)
+		_, err = oneBatch(ctx, w, 10)
 		require.NoError(t, err)
 		assert.Zero(t, tr.total.Load(), "never sent late")
 		r := readRow(t, q, id)
@@ -393,7 +412,7 @@ func TestSlowSendDoesNotHoldUpTheWorker(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); w.Run(ctx) }()
+	go func() { defer close(done); assert.NoError(t, w.Run(ctx)) }()
 
 	// While the first batch waits for its slow send, later batches go on,
 	// and the slow send's batch-mates are recorded without waiting for it.

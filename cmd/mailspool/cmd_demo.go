@@ -34,7 +34,9 @@ var demoGroups = []demoGroup{
 	{"user+421", 3, 0, "421 4.7.0 every time: retried on the schedule, failed after 5 attempts"},
 	{"user+450", 3, 0, "450 4.2.1 every time: retried on the schedule, failed after 5 attempts"},
 	{"user+timeout", 2, 0, "never answered: longer connection schedule; a lone failure spends an attempt"},
-	{"later", 10, 65 * time.Minute, "due at +1h05m, in the provider outage: the lane pauses, attempts are given back"},
+	// Tagged +ok so that the script's 451 never lands on them: their
+	// attempts show what the outage alone cost.
+	{"later+ok", 10, 65 * time.Minute, "due at +1h05m, in the provider outage: the lane pauses, attempts are given back"},
 }
 
 // The provider is down (connection refused) during this part of the demo.
@@ -137,16 +139,17 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	defer provider.Close()
 	w, err := queue.NewWorker(q, provider, &queue.WorkerOptions{
 		// Leases are measured on the demo clock but sends take real time:
-		// at 1500× a 300 ms timeout step is 7.5 minutes of demo time.
-		ID: "demo", Batch: 20, Concurrency: 8, PollInterval: time.Minute, LeaseMargin: 24 * time.Hour,
+		// at 1500× a 300 ms timeout step is 7.5 minutes of demo time, and
+		// the rescuer's default 5s would be 3 ms.
+		ID: "demo", Batch: 20, Concurrency: 8, PollInterval: time.Minute, LeaseMargin: 24 * time.Hour, RescueInterval: 10 * time.Minute,
 		CleanupInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return err
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(runCtx) }()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
 
 	// Progress: one line rewritten in place on a terminal, else a line every
 	// simulated half hour.
@@ -162,6 +165,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		counts, err := q.CountByStatus(ctx)
 		if err != nil {
 			stop()
+			<-done
 			return err
 		}
 		elapsed := clock.Now().Sub(start).Truncate(time.Minute)
@@ -177,7 +181,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	tick.Stop()
 	stop()
-	<-done
+	if err := <-done; err != nil {
+		return err
+	}
 	if tty {
 		fmt.Fprintln(e.stderr)
 	}

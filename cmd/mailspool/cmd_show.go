@@ -98,7 +98,10 @@ func printRow(e *env, s shownMail) {
 	case r.LastKind != "":
 		fmt.Fprintf(w, "  last outcome %s: %s\n", r.LastKind, r.LastError)
 	}
-	if r.MaybeDelivered {
+	switch {
+	case r.Crashes > 0:
+		fmt.Fprintf(w, "  note         may have been delivered before: a worker stopped while sending it (lease expired %d time(s)), so it was sent again\n", r.Crashes)
+	case r.MaybeDelivered:
 		fmt.Fprintln(w, "  note         an earlier attempt may have been delivered (dropped after the data was sent)")
 	}
 	fmt.Fprintf(w, "  enqueued     %s\n", at(r.CreatedAt))

@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -167,10 +169,10 @@ func TestDemoRuns(t *testing.T) {
 	} {
 		assert.Contains(t, out, want)
 	}
-	assert.Regexp(t, `later: +(\d+ sent after [12] attempt\(s\)(, )?)+\n`, out, "the mail held up by the outage went out, spending at most one attempt")
+	assert.Regexp(t, `later\+ok: +(\d+ sent after [12] attempt\(s\)(, )?)+\n`, out, "the mail held up by the outage went out, spending at most one attempt")
 	assert.Regexp(t, `, [1-9]\d* of them refused during the outage`, out)
 	assert.True(t, strings.Contains(stderr, "demo clock"), "progress output")
-	assert.NotContains(t, out, "abandoned", "no lease expired under the demo's fast clock")
+	assert.NotContains(t, out, "poison", "no lease expired under the demo's fast clock")
 }
 
 func TestUnknownCommandAndFlags(t *testing.T) {
@@ -183,4 +185,44 @@ func TestUnknownCommandAndFlags(t *testing.T) {
 	code, _, stderr = mailspool(t, "migrate", "--db", "postgres://x@y/z")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, `unknown database scheme "postgres"`)
+}
+
+func TestWorkerExitsNonZeroWhenItsFileIsDeleted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	db := "sqlite:" + path
+	code, _, stderr := mailspool(t, "migrate", "--db", db)
+	require.Equal(t, 0, code, stderr)
+	done := make(chan struct{})
+	var out string
+	go func() {
+		defer close(done)
+		code, _, out = mailspool(t, "worker", "--db", db, "--log-level", "error")
+	}()
+	time.Sleep(500 * time.Millisecond) // the worker has opened the file (or fails at once: also non-zero)
+	require.NoError(t, os.Remove(path))
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the worker did not notice its file was deleted")
+	}
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "is gone")
+}
+
+func TestShowSaysARescuedMailMayHaveBeenDelivered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	db := "sqlite:" + path
+	code, _, stderr := mailspool(t, "migrate", "--db", db)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = mailspool(t, "enqueue", "--db", db, "--from", "noreply@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "t")
+	require.Equal(t, 0, code, stderr)
+	// What the rescuer leaves after a worker died while sending the mail.
+	h, err := dburl.Open(db)
+	require.NoError(t, err)
+	defer h.Close()
+	_, err = h.Exec(`UPDATE mail_queue SET crashes = 1, maybe_delivered = 1`)
+	require.NoError(t, err)
+	code, out, stderr := mailspool(t, "show", "--db", db, "--id", "1")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "may have been delivered before: a worker stopped while sending it (lease expired 1 time(s))")
 }

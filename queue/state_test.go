@@ -19,6 +19,11 @@ func defaultPolicy(t *testing.T) RetryPolicy {
 	return p
 }
 
+// answered is the state machine's answer for a send that returned err.
+func answered(p RetryPolicy, j *job, receipt transport.Receipt, err error, now time.Time, streak int) rowUpdate {
+	return p.next(j, event{kind: evAnswered, send: sendResult{receipt: receipt, err: err, kind: transport.KindOf(err), connStreak: streak}}, now)
+}
+
 func TestOutcomeTemporaryFollowsTheScheduleWithJitter(t *testing.T) {
 	p := defaultPolicy(t)
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
@@ -27,7 +32,7 @@ func TestOutcomeTemporaryFollowsTheScheduleWithJitter(t *testing.T) {
 	for attempt := 1; attempt <= 4; attempt++ {
 		var lo, hi time.Duration = 1 << 62, 0
 		for range 2000 {
-			u := p.outcome(&job{attempts: attempt, maxAttempts: 5}, transport.Receipt{}, temp, now, 0)
+			u := answered(p, &job{attempts: attempt, maxAttempts: 5}, transport.Receipt{}, temp, now, 0)
 			require.Equal(t, StatusRetry, u.status)
 			require.Equal(t, attempt, u.attempts)
 			wait := time.Duration(u.nextRun-now.UnixMilli()) * time.Millisecond
@@ -38,10 +43,10 @@ func TestOutcomeTemporaryFollowsTheScheduleWithJitter(t *testing.T) {
 		assert.LessOrEqual(t, hi, base+base/5, "attempt %d: jitter at most 20%%", attempt)
 		assert.Greater(t, hi-lo, base/10, "attempt %d: the jitter spreads retries", attempt)
 	}
-	u := p.outcome(&job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, temp, now, 0)
+	u := answered(p, &job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, temp, now, 0)
 	assert.Equal(t, StatusFailed, u.status, "out of attempts")
 	assert.Equal(t, "temporary", u.lastKind)
-	u = p.outcome(&job{attempts: 1, maxAttempts: 1}, transport.Receipt{}, temp, now, 0)
+	u = answered(p, &job{attempts: 1, maxAttempts: 1}, transport.Receipt{}, temp, now, 0)
 	assert.Equal(t, StatusFailed, u.status, "single-attempt mail is not retried")
 }
 
@@ -52,7 +57,7 @@ func TestOutcomePermanentIsNeverRetried(t *testing.T) {
 		&transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1"},
 		fmt.Errorf("wrapped: %w", &transport.Error{Kind: transport.Permanent, Code: 553}),
 	} {
-		u := p.outcome(&job{attempts: 1, maxAttempts: 5}, transport.Receipt{}, err, now, 0)
+		u := answered(p, &job{attempts: 1, maxAttempts: 5}, transport.Receipt{}, err, now, 0)
 		assert.Equal(t, StatusFailed, u.status)
 		assert.Equal(t, "permanent", u.lastKind)
 		assert.Equal(t, now.UnixMilli(), u.nextRun, "finished now")
@@ -62,19 +67,19 @@ func TestOutcomePermanentIsNeverRetried(t *testing.T) {
 func TestOutcomeRetryAfterAndMaybeDelivered(t *testing.T) {
 	p := defaultPolicy(t)
 	now := time.Now()
-	u := p.outcome(&job{attempts: 1, maxAttempts: 5}, transport.Receipt{},
+	u := answered(p, &job{attempts: 1, maxAttempts: 5}, transport.Receipt{},
 		&transport.Error{Kind: transport.Temporary, Code: 429, RetryAfter: 90 * time.Minute}, now, 0)
 	assert.Equal(t, now.Add(90*time.Minute).UnixMilli(), u.nextRun)
 	assert.Equal(t, 429, u.lastCode)
 
-	u = p.outcome(&job{attempts: 3, maxAttempts: 5}, transport.Receipt{},
+	u = answered(p, &job{attempts: 3, maxAttempts: 5}, transport.Receipt{},
 		&transport.Error{Kind: transport.Temporary, RetryAfter: time.Second}, now, 0)
 	assert.GreaterOrEqual(t, u.nextRun, now.Add(30*time.Minute).UnixMilli(), "a short hint does not shorten the schedule")
 
-	u = p.outcome(&job{attempts: 1, maxAttempts: 5}, transport.Receipt{},
+	u = answered(p, &job{attempts: 1, maxAttempts: 5}, transport.Receipt{},
 		&transport.Error{Kind: transport.Temporary, MaybeDelivered: true, Err: errors.New("EOF after DATA")}, now, 0)
 	assert.True(t, u.maybeDelivered)
-	u = p.outcome(&job{attempts: 2, maxAttempts: 5, maybeDelivered: true}, transport.Receipt{MessageID: "x"}, nil, now, 0)
+	u = answered(p, &job{attempts: 2, maxAttempts: 5, maybeDelivered: true}, transport.Receipt{MessageID: "x"}, nil, now, 0)
 	assert.True(t, u.maybeDelivered, "the flag stays once set")
 	assert.Equal(t, StatusSent, u.status)
 }
@@ -84,7 +89,7 @@ func TestOutcomeConnectionSpendsNoAttemptInAnOutage(t *testing.T) {
 	now := time.Now()
 	conn := &transport.Error{Kind: transport.Connection, Detail: "connection refused"}
 	for streak, base := range []time.Duration{5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 2 * time.Hour} {
-		u := p.outcome(&job{attempts: 4, maxAttempts: 5}, transport.Receipt{}, conn, now, streak+1)
+		u := answered(p, &job{attempts: 4, maxAttempts: 5}, transport.Receipt{}, conn, now, streak+1)
 		require.Equal(t, StatusRetry, u.status)
 		wait := time.Duration(u.nextRun-now.UnixMilli()) * time.Millisecond
 		assert.GreaterOrEqual(t, wait, base)
@@ -95,9 +100,9 @@ func TestOutcomeConnectionSpendsNoAttemptInAnOutage(t *testing.T) {
 			assert.Equal(t, 3, u.attempts, "in a run of them the attempt is given back")
 		}
 	}
-	u := p.outcome(&job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, conn, now, 3)
+	u := answered(p, &job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, conn, now, 3)
 	assert.Equal(t, StatusRetry, u.status, "an outage never fails a mail, even on its last attempt")
-	u = p.outcome(&job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, conn, now, 1)
+	u = answered(p, &job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, conn, now, 1)
 	assert.Equal(t, StatusFailed, u.status, "a mail that alone keeps failing to connect runs out of attempts")
 	assert.Equal(t, "connection", u.lastKind)
 }
@@ -106,12 +111,12 @@ func TestOutcomeExpiry(t *testing.T) {
 	p := defaultPolicy(t)
 	now := time.Now()
 	j := &job{attempts: 1, maxAttempts: 5, notAfter: now.Add(time.Minute).UnixMilli()}
-	u := p.outcome(j, transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Code: 421}, now, 0)
+	u := answered(p, j, transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Code: 421}, now, 0)
 	assert.Equal(t, StatusFailed, u.status, "the next try (2m) would be after the deadline (1m)")
 	assert.Equal(t, kindExpired, u.lastKind)
 	assert.Contains(t, u.lastError, "421")
 
-	u = expired(&job{attempts: 1, notAfter: now.Add(-time.Second).UnixMilli()}, now)
+	u = p.next(&job{attempts: 1, notAfter: now.Add(-time.Second).UnixMilli()}, event{kind: evLate}, now)
 	assert.Equal(t, StatusFailed, u.status)
 	assert.Equal(t, 0, u.attempts, "never tried")
 }

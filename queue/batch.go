@@ -1,0 +1,190 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// flushDelay bounds how long a finished send's outcome waits to be written
+// together with others of its batch.
+const flushDelay = 200 * time.Millisecond
+
+// Outcome writes that fail are retried after a backoff from minWriteBackoff
+// doubling up to maxWriteBackoff: short, so that after a database pause
+// the owner renews its leases and records its outcomes well before any
+// rescuer acts (it waits LeaseMargin).
+const (
+	minWriteBackoff = 100 * time.Millisecond
+	maxWriteBackoff = 2 * time.Second
+)
+
+// dispatch claims up to limit rows and starts their sends, taking a slot of
+// the worker's concurrency for each; it returns once every row has started
+// (or been given back), with the number of rows claimed and a channel that
+// yields the result of recording the batch's outcomes once its sends are
+// done and every outcome is written (nil when nothing was claimed).
+func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, error) {
+	token := w.opts.ID + "." + strconv.FormatUint(w.seq.Add(1), 36)
+	jobs, err := w.q.claim(ctx, token, limit, w.opts.LeaseMargin)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.storeFailed(err)
+		}
+		return 0, nil, err
+	}
+	w.health.ok()
+	if len(jobs) == 0 {
+		return 0, nil, nil
+	}
+	w.leases.hold(token, jobs)
+	w.count(func(s *WorkerStats) { s.Claimed += int64(len(jobs)) })
+
+	// Sends may outlive ctx by ShutdownTimeout; the bookkeeping after them
+	// must not be cancelled at all.
+	sendCtx, stopSends := context.WithCancel(context.WithoutCancel(ctx))
+	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(w.opts.ShutdownTimeout, stopSends) })
+
+	var (
+		decided []rowUpdate // rows settled without a send
+		unsent  []*job      // rows given back unsent
+		due     = w.q.now() // when they are due again
+		results = make(chan rowUpdate, len(jobs))
+		sending int
+	)
+	policy := w.q.lane.Retry
+	for _, j := range jobs {
+		now := w.q.clock.Now()
+		if j.notAfter != 0 && now.UnixMilli() > j.notAfter {
+			decided = append(decided, policy.next(j, event{kind: evLate}, now))
+			continue
+		}
+		acquired := false
+		select {
+		case w.slots <- struct{}{}:
+			acquired = true
+		case <-ctx.Done():
+		}
+		if open, until := w.brk.open(w.q.clock.Now()); open || !acquired || ctx.Err() != nil {
+			if acquired {
+				<-w.slots
+			}
+			unsent = append(unsent, j)
+			if open {
+				due = max(due, until.UnixMilli())
+			}
+			continue
+		}
+		sending++
+		go func() {
+			defer func() { <-w.slots }()
+			results <- w.send(sendCtx, j)
+		}()
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer stopSends()
+		defer stopAfter()
+		done <- w.collect(token, decided, results, sending, unsent, due)
+	}()
+	return len(jobs), done, nil
+}
+
+// collect records a batch's outcomes as its sends finish: the outcomes that
+// arrive within flushDelay of each other are written in one statement, so a
+// fast batch costs one statement and a slow send does not hold back the
+// rows sent before it. Once the sends are done it gives back the rows that
+// were not sent (due at due). A write that fails is kept and retried with
+// backoff until it succeeds or Run abandons the batch.
+func (w *Worker) collect(token string, pending []rowUpdate, results <-chan rowUpdate, sending int, unsent []*job, due int64) error {
+	retry := backoff{min: minWriteBackoff, max: maxWriteBackoff}
+	timer := time.NewTimer(flushDelay)
+	defer timer.Stop()
+	for {
+		if sending == 0 && unsent != nil {
+			now := w.q.clock.Now()
+			for _, j := range unsent {
+				pending = append(pending, w.q.lane.Retry.next(j, event{kind: evReleased, due: due}, now))
+			}
+			unsent = nil
+		}
+		if sending == 0 && len(pending) == 0 {
+			return nil
+		}
+		select {
+		case u := <-results:
+			pending = append(pending, u)
+			if sending--; sending > 0 {
+				continue
+			}
+			// The last send is done: write at once.
+		case <-timer.C:
+		case <-w.abandon:
+			w.leases.drop(token, pending)
+			return fmt.Errorf("queue: gave up writing %d outcomes (and %d sends still running)", len(pending), sending)
+		}
+		if len(pending) == 0 {
+			timer.Reset(flushDelay)
+			continue
+		}
+		if err := w.record(token, pending); err != nil {
+			pause := retry.next()
+			w.log.Warn("recording outcomes failed; keeping them to retry", "rows", len(pending), "retry_in", pause, "err", err)
+			resetTimer(timer, pause)
+			continue
+		}
+		pending = nil
+		retry.reset()
+		resetTimer(timer, flushDelay)
+	}
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	t.Reset(d)
+}
+
+// record writes outcomes of rows claimed under token (fenced) and counts
+// them; outcomes rejected because the lease was taken over are counted as
+// stale and logged.
+func (w *Worker) record(token string, updates []rowUpdate) error {
+	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout+5*time.Second)
+	defer cancel()
+	applied, err := w.q.complete(ctx, token, updates)
+	if err != nil {
+		w.storeFailed(err)
+		return err
+	}
+	w.health.ok()
+	w.leases.drop(token, updates)
+	if stale := len(updates) - applied; stale > 0 {
+		w.log.Warn("outcomes rejected: the lease was taken over by another worker", "rows", stale, "token", token)
+		w.count(func(s *WorkerStats) { s.Stale += int64(stale) })
+	}
+	w.countOutcomes(updates)
+	return nil
+}
+
+// send makes one delivery attempt and decides the row's next state.
+func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
+	ctx, cancel := context.WithTimeout(ctx, w.opts.SendTimeout)
+	defer cancel()
+	receipt, err := w.tr.Send(ctx, &j.msg)
+	kind := transport.KindOf(err)
+	now := w.q.clock.Now()
+	streak, recovered := w.brk.record(kind, now)
+	if recovered {
+		select { // the resume loop makes the mail the outage deferred due
+		case w.resume <- struct{}{}:
+		default:
+		}
+	}
+	u := w.q.lane.Retry.next(j, event{kind: evAnswered, send: sendResult{receipt: receipt, err: err, kind: kind, connStreak: streak}}, now)
+	if err != nil {
+		w.log.Debug("send failed", "id", j.id, "kind", kind.String(), "err", u.lastError)
+	}
+	return u
+}

@@ -1,0 +1,231 @@
+package queue
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mailspool/mailspool/transport"
+)
+
+// The row state machine: next is the one place that decides what becomes
+// of a claimed row. Workers, the rescuer and shutdown all ask it, then
+// write its answer with a fenced statement (complete.go).
+//
+//	event                          condition                          next state
+//	─────────────────────────────  ─────────────────────────────────  ──────────────────────────────────────
+//	sent      (Send returned nil)                                      sent
+//	answered  (Send failed)        permanent                           failed
+//	                               temporary, attempts left            retry at Schedule[attempt-1] (≥ RetryAfter)
+//	                               temporary, last attempt             failed
+//	                               connection, in a run of them        retry, attempt given back (an outage)
+//	                               connection, isolated, attempts left retry at ConnectionSchedule
+//	                               connection, isolated, last attempt  failed
+//	                               the retry would be after NotAfter   failed "expired"
+//	late      (claimed after NotAfter)                                 failed "expired", attempt given back
+//	released  (not sent: shutdown, breaker open)                       pending/retry at once (or when the
+//	                                                                   breaker closes), attempt given back
+//	rescued   (the lease expired while sending)                        pending/retry at once, attempt given back,
+//	                                                                   a crash counted, maybe_delivered set
+//	                               crashes reach maxCrashes            failed "poison"
+//	                               NotAfter passed                     failed "expired"
+//
+// Operators act only on rows no worker holds (operate.go): retry takes a
+// failed or retry row to pending at once with attempts and crashes at 0 and
+// NotAfter dropped; cancel takes a pending or retry row to failed
+// "cancelled".
+//
+// Attempt accounting. The attempts column counts the sends whose outcome
+// was recorded, except connection failures during an outage. A claim does
+// not change it: job.attempts is the stored count plus the attempt the
+// claim stands for, and every event that did not end in an answer from
+// the provider (late, released, rescued) writes the stored count back
+// unchanged. A lease that expired is counted in crashes instead: the worker
+// died or hung, which says nothing about the mail, unless it happens every
+// time (maxCrashes), when the mail itself is the likely cause. So a crash
+// never fails a MaxAttempts(1) mail, and a mail that kills its worker
+// cannot crash-loop the lane.
+
+// maxCrashes is the number of expired leases after which a row fails as
+// poison.
+const maxCrashes = 3
+
+// Values stored in last_kind besides the transport.Kind names.
+const (
+	kindExpired = "expired" // failed because its NotAfter deadline passed
+	kindPoison  = "poison"  // failed because its lease expired maxCrashes times
+)
+
+// maxLastError is the size of the last_error column.
+const maxLastError = 512
+
+// job is one claimed row: what a worker sends and the lease it holds.
+type job struct {
+	id             int64
+	token          string // locked_by written by the claim
+	attempts       int    // the stored count plus the attempt this lease stands for
+	maxAttempts    int
+	crashes        int   // leases that expired while sending, before this one
+	notAfter       int64 // unix ms, 0 = none
+	maybeDelivered bool
+	msg            transport.Message
+}
+
+// rowUpdate is the new state of one row, written by writeRows.
+type rowUpdate struct {
+	id             int64
+	status         int
+	attempts       int
+	crashes        int
+	nextRun        int64 // unix ms
+	maybeDelivered bool
+	// hasOutcome: lastKind (and, unless sent, lastCode and lastError) are
+	// written; otherwise the row keeps the outcome of its last attempt.
+	hasOutcome bool
+	lastKind   string
+	lastCode   int
+	lastError  string
+	sentAt     int64 // unix ms, 0 unless sent
+	providerID string
+}
+
+// eventKind is what happened to a claimed row.
+type eventKind int
+
+const (
+	evAnswered eventKind = iota // the transport returned (send holds the result)
+	evLate                      // claimed after its NotAfter deadline: not sent
+	evReleased                  // given back unsent (shutdown, breaker open)
+	evRescued                   // its lease expired while sending
+)
+
+// event is what happened to a claimed row, with what next needs to know.
+type event struct {
+	kind eventKind
+	send sendResult // evAnswered
+	due  int64      // evReleased: when the row is due again (unix ms)
+}
+
+// sendResult is one Send's result. kind is transport.KindOf(err), taken
+// once; connStreak is the lane's run of connection failures, this one
+// included (0 for any other outcome).
+type sendResult struct {
+	receipt    transport.Receipt
+	err        error
+	kind       transport.Kind
+	connStreak int
+}
+
+// next is the state machine (see the table above).
+func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
+	nowMS := now.UnixMilli()
+	stored := j.attempts - 1 // the attempt this lease stood for, given back
+	u := rowUpdate{id: j.id, attempts: stored, crashes: j.crashes, maybeDelivered: j.maybeDelivered, nextRun: nowMS}
+	again := StatusRetry
+	if stored == 0 {
+		again = StatusPending
+	}
+	switch ev.kind {
+	case evAnswered:
+		return p.outcome(j, ev.send, now)
+	case evLate:
+		return u.failed(kindExpired, "expired: not sent before the not-after deadline "+time.UnixMilli(j.notAfter).UTC().Format(time.RFC3339))
+	case evReleased:
+		u.status, u.nextRun = again, max(nowMS, ev.due)
+		return u
+	case evRescued:
+		u.crashes++
+		u.maybeDelivered = true // it may have reached the provider before the worker died
+		switch {
+		case u.crashes >= maxCrashes:
+			return u.failed(kindPoison, "poison: the lease expired while sending this mail "+strconv.Itoa(u.crashes)+" times (did the worker crash or hang on it?)")
+		case j.notAfter != 0 && nowMS > j.notAfter:
+			return u.failed(kindExpired, "expired: the lease expired while sending and the not-after deadline has passed")
+		}
+		u.status = again
+		return u
+	}
+	panic("queue: unknown event")
+}
+
+// failed makes u a failure with kind and text as its outcome.
+func (u rowUpdate) failed(kind, text string) rowUpdate {
+	u.status, u.hasOutcome, u.lastKind, u.lastCode, u.lastError = StatusFailed, true, kind, 0, truncate(text, maxLastError)
+	return u
+}
+
+// outcome is next for a send the transport returned from: the attempt
+// counts, except a connection failure in a run of them.
+func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
+	u := rowUpdate{id: j.id, attempts: j.attempts, crashes: j.crashes, maybeDelivered: j.maybeDelivered, hasOutcome: true, lastKind: r.kind.String()}
+	nowMS := now.UnixMilli()
+	if r.err == nil {
+		u.status, u.nextRun, u.sentAt, u.providerID = StatusSent, nowMS, nowMS, r.receipt.MessageID
+		return u
+	}
+	u.lastError = lastError(r.err)
+	var te *transport.Error
+	var retryAfter time.Duration
+	if errors.As(r.err, &te) {
+		u.lastCode = te.Code
+		u.maybeDelivered = u.maybeDelivered || te.MaybeDelivered
+		retryAfter = te.RetryAfter
+	}
+	var wait time.Duration
+	switch r.kind {
+	case transport.Permanent:
+		u.status, u.nextRun = StatusFailed, nowMS
+		return u
+	case transport.Connection:
+		// In a run of connection failures the provider is down: the attempt
+		// does not count, so an outage cannot use up every mail's attempts.
+		// An isolated one (the lane's previous outcome was an answer) counts,
+		// so a mail that makes the provider hang every time cannot retry
+		// forever.
+		if r.connStreak > 1 {
+			u.attempts--
+		} else if j.attempts >= j.maxAttempts {
+			u.status, u.nextRun = StatusFailed, nowMS
+			return u
+		}
+		wait = withJitter(scheduleAt(p.ConnectionSchedule, r.connStreak-1), p.Jitter)
+	default: // Temporary
+		if j.attempts >= j.maxAttempts {
+			u.status, u.nextRun = StatusFailed, nowMS
+			return u
+		}
+		wait = withJitter(scheduleAt(p.Schedule, j.attempts-1), p.Jitter)
+	}
+	wait = max(wait, retryAfter)
+	u.status, u.nextRun = StatusRetry, now.Add(wait).UnixMilli()
+	if j.notAfter != 0 && u.nextRun > j.notAfter {
+		u.status, u.nextRun = StatusFailed, nowMS
+		u.lastKind = kindExpired
+		u.lastError = truncate("expired: the next try would be after the not-after deadline; last error: "+u.lastError, maxLastError)
+	}
+	return u
+}
+
+// lastError makes err's text storable: one line, at most maxLastError bytes.
+func lastError(err error) string {
+	s := strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' || r == '\t' || r == 0 {
+			return ' '
+		}
+		return r
+	}, err.Error())
+	return truncate(s, maxLastError)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
