@@ -33,6 +33,8 @@ transport = "fake://"
 recipient_limit = "off"
 retry_schedule = ["1m", "2d"]
 keep_sent = "7d"
+lease_margin = "15s"
+fail_after = "2m"
 
 [lanes.bulk-mail]
 table = "mail_bulk"
@@ -52,6 +54,8 @@ batch = 20
 	assert.Equal(t, queue.NoLimit, tx.Lane.RecipientLimit)
 	assert.Equal(t, []time.Duration{time.Minute, 48 * time.Hour}, tx.Lane.Retry.Schedule)
 	assert.Equal(t, 7*24*time.Hour, tx.Worker.Retention.Sent)
+	assert.Equal(t, 15*time.Second, tx.Worker.LeaseMargin)
+	assert.Equal(t, 2*time.Minute, tx.Worker.FailAfter)
 	assert.Equal(t, []string{"mail_bulk", "mail_queue"}, config.Tables(cfg.Lanes))
 
 	cfg, err = config.Load(path, "sqlite:other.db")
@@ -75,11 +79,12 @@ batch = 20
 // refuse, Load refuses, naming the lane.
 func TestLoadUsesTheQueuesValidation(t *testing.T) {
 	cases := map[string]string{
-		"batch = 501":          "config: lanes.tx: queue: worker batch 501 out of range 1..500",
-		"max_attempts = 1001":  "config: lanes.tx: queue: lane tx: retry: max attempts 1001 out of range 1..1000",
-		"table = \"bad name\"": "config: lanes.tx: queue:",
-		"concurrency = -1":     "config: lanes.tx: queue: worker concurrency -1 below 1",
-		"max_size = -5":        "config: lanes.tx: queue: lane tx: negative max size -5",
+		"batch = 501":            "config: lanes.tx: queue: worker batch 501 out of range 1..500",
+		"max_attempts = 1001":    "config: lanes.tx: queue: lane tx: retry: max attempts 1001 out of range 1..1000",
+		"table = \"bad name\"":   "config: lanes.tx: queue:",
+		"concurrency = -1":       "config: lanes.tx: queue: worker concurrency -1 below 1",
+		"max_size = -5":          "config: lanes.tx: queue: lane tx: negative max size -5",
+		"lease_margin = \"1ms\"": "config: lanes.tx: queue: lease margin 1ms is too short",
 	}
 	for line, want := range cases {
 		_, err := config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\"\n"+line+"\n"), "")

@@ -25,8 +25,8 @@ type RunOptions struct {
 // first worker to stop stops the rest, so the process exits and its
 // supervisor (systemd) starts it fresh. It first checks every lane's schema
 // and opens every transport, and returns an error naming the lane if one
-// fails; once the workers run it returns after they have drained, with the
-// errors of the workers that failed (nil when they only stopped).
+// fails; once the workers run it returns after they have drained: nil,
+// or the errors of the workers that failed.
 func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error {
 	if len(lanes) == 0 {
 		return errors.New("config: Run with no lanes")
@@ -71,10 +71,10 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		log.Info("worker starting", "lane", l.Lane.Name, "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
 		workers = append(workers, w)
 	}
-	// The first worker to return (recycle or shutdown) stops the others. A
-	// worker that fails (its database kept failing, its SQLite file was
-	// replaced) makes Run return its error, so that the process exits
-	// non-zero and the supervisor restarts it.
+	// The first worker to return (recycle, shutdown or failure) stops the
+	// others. A worker that failed (its database kept failing, its SQLite
+	// file was replaced) makes Run return its error, so that the process
+	// exits non-zero and the supervisor restarts it.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -32,11 +32,11 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 	jobs, err := w.q.claim(ctx, token, limit, w.opts.LeaseMargin)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.storeFailed(err)
+			w.storeFailed(&w.claims, err)
 		}
 		return 0, nil, err
 	}
-	w.health.ok()
+	w.claims.ok()
 	if len(jobs) == 0 {
 		return 0, nil, nil
 	}
@@ -103,28 +103,32 @@ func (w *Worker) collect(token string, pending []rowUpdate, results <-chan rowUp
 	retry := backoff{min: minWriteBackoff, max: maxWriteBackoff}
 	timer := time.NewTimer(flushDelay)
 	defer timer.Stop()
+	now := sending == 0 // write without waiting for the timer
 	for {
-		if sending == 0 && unsent != nil {
-			now := w.q.clock.Now()
-			for _, j := range unsent {
-				pending = append(pending, w.q.lane.Retry.next(j, event{kind: evReleased, due: due}, now))
-			}
-			unsent = nil
-		}
-		if sending == 0 && len(pending) == 0 {
+		if sending == 0 && len(pending) == 0 && unsent == nil {
 			return nil
 		}
-		select {
-		case u := <-results:
-			pending = append(pending, u)
-			if sending--; sending > 0 {
-				continue
+		if !now {
+			select {
+			case u := <-results:
+				pending = append(pending, u)
+				if sending--; sending > 0 {
+					continue
+				}
+				// The last send is done: write at once.
+			case <-timer.C:
+			case <-w.abandon:
+				w.leases.forget(token)
+				return fmt.Errorf("queue: gave up writing %d outcomes (%d sends still running, %d rows not started)", len(pending), sending, len(unsent))
 			}
-			// The last send is done: write at once.
-		case <-timer.C:
-		case <-w.abandon:
-			w.leases.drop(token, pending)
-			return fmt.Errorf("queue: gave up writing %d outcomes (and %d sends still running)", len(pending), sending)
+		}
+		now = false
+		if sending == 0 && unsent != nil { // give them back with the last outcomes
+			at := w.q.clock.Now()
+			for _, j := range unsent {
+				pending = append(pending, w.q.lane.Retry.next(j, event{kind: evReleased, due: due}, at))
+			}
+			unsent = nil
 		}
 		if len(pending) == 0 {
 			timer.Reset(flushDelay)
@@ -155,10 +159,10 @@ func (w *Worker) record(token string, updates []rowUpdate) error {
 	defer cancel()
 	applied, err := w.q.complete(ctx, token, updates)
 	if err != nil {
-		w.storeFailed(err)
+		w.storeFailed(&w.writes, err)
 		return err
 	}
-	w.health.ok()
+	w.writes.ok()
 	w.leases.drop(token, updates)
 	if stale := len(updates) - applied; stale > 0 {
 		w.log.Warn("outcomes rejected: the lease was taken over by another worker", "rows", stale, "token", token)

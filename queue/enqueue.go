@@ -149,6 +149,12 @@ func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, op
 	if db, ok := exec.(*sql.DB); ok {
 		return q.enqueueOwnTx(ctx, db, m, &o, now)
 	}
+	if o.idemKey == "" {
+		// No savepoint: a single INSERT is atomic, and the rate-limit
+		// counts, when a limit applies, are taken back by countLimits'
+		// undo if the enqueue fails.
+		return q.enqueueInTx(ctx, exec, m, &o, now)
+	}
 	return q.enqueueSavepoint(ctx, exec, m, &o, now)
 }
 
@@ -159,7 +165,7 @@ func (q *Queue) enqueueOwnTx(ctx context.Context, db *sql.DB, m *transport.Messa
 		return 0, fmt.Errorf("queue: enqueue: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	id, err := q.insert(ctx, tx, m, o, now)
+	id, err := q.enqueueInTx(ctx, tx, m, o, now)
 	if err != nil {
 		return 0, err
 	}
@@ -176,7 +182,7 @@ func (q *Queue) enqueueSavepoint(ctx context.Context, exec DBTX, m *transport.Me
 	if _, err := exec.ExecContext(ctx, "SAVEPOINT mailspool_enqueue"); err != nil {
 		return 0, fmt.Errorf("queue: enqueue: savepoint (is exec inside a transaction?): %w", err)
 	}
-	id, err := q.insert(ctx, exec, m, o, now)
+	id, err := q.enqueueInTx(ctx, exec, m, o, now)
 	if err != nil {
 		if _, rbErr := exec.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT mailspool_enqueue"); rbErr != nil {
 			return 0, errors.Join(err, fmt.Errorf("queue: enqueue: rolling back to the savepoint: %w", rbErr))
@@ -189,8 +195,9 @@ func (q *Queue) enqueueSavepoint(ctx context.Context, exec DBTX, m *transport.Me
 	return id, nil
 }
 
-// insert does the work of an enqueue inside a transaction.
-func (q *Queue) insert(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) (int64, error) {
+// enqueueInTx is the whole enqueue inside a transaction (or savepoint) that
+// undoes it on error: the idempotency lookup, the rate limits, the row.
+func (q *Queue) enqueueInTx(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) (int64, error) {
 	if o.idemKey != "" {
 		// A plain read: a locking read of a missing key would take gap
 		// locks, and two such enqueues would then deadlock on their INSERTs.
@@ -198,9 +205,38 @@ func (q *Queue) insert(ctx context.Context, exec DBTX, m *transport.Message, o *
 			return id, err
 		}
 	}
-	if err := q.countLimits(ctx, exec, m, o, now); err != nil {
+	undo, err := q.countLimits(ctx, exec, m, o, now)
+	if err != nil {
 		return 0, err
 	}
+	id, err := q.insertRow(ctx, exec, m, o, now)
+	if err == nil {
+		return id, nil
+	}
+	if undo != nil && !txRolledBack(err) {
+		if uerr := undo(); uerr != nil {
+			return 0, errors.Join(err, uerr)
+		}
+	}
+	if o.idemKey != "" {
+		// A concurrent enqueue with the same key committed first: the
+		// unique index refused ours. Return that row (without our counts).
+		if id, found, err2 := q.idempotent(ctx, exec, o.idemKey, true); err2 == nil && found {
+			return id, nil
+		}
+	}
+	return 0, err
+}
+
+// txRolledBack reports an error after which the server has rolled the
+// whole transaction back (a MySQL deadlock): there is nothing left to undo,
+// and a statement now would run outside the transaction.
+func txRolledBack(err error) bool {
+	return strings.Contains(err.Error(), "Error 1213")
+}
+
+// insertRow is the INSERT of the mail's row: one statement.
+func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) (int64, error) {
 	headers, err := json.Marshal(headerPairs(m.Headers))
 	if err != nil {
 		return 0, fmt.Errorf("queue: enqueue: encoding headers: %w", err)
@@ -224,13 +260,6 @@ func (q *Queue) insert(ctx context.Context, exec DBTX, m *transport.Message, o *
 		m.ReplyTo.Address, m.ReplyTo.Name, m.Subject, m.Text, m.HTML, string(headers))
 	err = q.lockError(err)
 	if err != nil {
-		if o.idemKey != "" {
-			// A concurrent enqueue with the same key committed first: the
-			// unique index refused ours. Return that row.
-			if id, found, err2 := q.idempotent(ctx, exec, o.idemKey, true); err2 == nil && found {
-				return id, nil
-			}
-		}
 		return 0, fmt.Errorf("queue: enqueue into %s: %w", q.lane.Table, err)
 	}
 	id, err := res.LastInsertId()

@@ -173,7 +173,7 @@ func TestEnqueueErrorInsideCommittedTxLeavesNothing(t *testing.T) {
 		assert.Equal(t, 1, countRows(t, s.db, q.table, "1=1"))
 		var n int
 		require.NoError(t, s.db.QueryRow(`SELECT SUM(n) FROM `+q.limits).Scan(&n))
-		assert.Equal(t, 1, n, "the refused enqueue's count was rolled back to the savepoint")
+		assert.Equal(t, 1, n, "the refused enqueue's count was taken back")
 	})
 }
 
@@ -203,5 +203,72 @@ func TestEnqueueStoresTheFinalMessage(t *testing.T) {
 		var tmpl string
 		require.NoError(t, s.db.QueryRow(`SELECT template FROM `+q.table+` WHERE id = ?`, id).Scan(&tmpl))
 		assert.Equal(t, "welcome", tmpl)
+	})
+}
+
+// countingTx counts the statements an enqueue sends through the caller's
+// transaction.
+type countingTx struct {
+	*sql.Tx
+	stmts []string
+}
+
+func (c *countingTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	c.stmts = append(c.stmts, query)
+	return c.Tx.ExecContext(ctx, query, args...)
+}
+
+func (c *countingTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	c.stmts = append(c.stmts, query)
+	return c.Tx.QueryRowContext(ctx, query, args...)
+}
+
+func TestEnqueueStatementsInTheCallersTx(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		big := Limit{N: 100, Per: time.Hour}
+		for _, c := range []struct {
+			name  string
+			lane  Lane
+			opts  []Option
+			stmts int
+		}{
+			{"no limit, no key: the INSERT alone", Lane{RecipientLimit: NoLimit, IPLimit: NoLimit}, nil, 1},
+			{"IP limit but no client IP", Lane{RecipientLimit: NoLimit, IPLimit: big}, nil, 1},
+			{"two limits: one upsert, one read, the INSERT", Lane{RecipientLimit: big, IPLimit: big}, []Option{ClientIP("192.0.2.1")}, 3},
+		} {
+			q := newQueue(t, s.db, c.lane, nil)
+			tx, err := s.db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			ct := &countingTx{Tx: tx}
+			_, err = q.Enqueue(ctx, ct, testMessage("hal@example.com"), c.opts...)
+			require.NoError(t, err, c.name)
+			require.NoError(t, tx.Commit())
+			assert.Len(t, ct.stmts, c.stmts, "%s: %q", c.name, ct.stmts)
+		}
+		// The counts are the ones the limits see.
+		var n int
+		require.NoError(t, s.db.QueryRow(`SELECT SUM(n) FROM `+DefaultTable+`_limits`).Scan(&n))
+		assert.Equal(t, 2, n, "one recipient count and one IP count")
+	})
+}
+
+func TestEnqueueRefusedByTheSecondLimitTakesBothCountsBack(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{RecipientLimit: Limit{N: 5, Per: time.Hour}, IPLimit: Limit{N: 1, Per: time.Hour}}, nil)
+		_, err := q.Enqueue(ctx, s.db, testMessage("ivy@example.com"), ClientIP("192.0.2.9"))
+		require.NoError(t, err)
+		tx, err := s.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = q.Enqueue(ctx, tx, testMessage("jon@example.com"), ClientIP("192.0.2.9"))
+		var rl *RateLimitError
+		require.ErrorAs(t, err, &rl)
+		assert.Equal(t, "client IP", rl.Limit)
+		require.NoError(t, tx.Commit(), "a caller that ignores the error and commits")
+		var n int
+		require.NoError(t, s.db.QueryRow(`SELECT SUM(n) FROM `+q.limits).Scan(&n))
+		assert.Equal(t, 2, n, "the first enqueue's two counts; the refused one counted neither recipient nor IP")
+		assert.Equal(t, 1, countRows(t, s.db, q.table, "1=1"))
 	})
 }

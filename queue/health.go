@@ -23,7 +23,8 @@ func (b *backoff) reset() { b.cur = 0 }
 // maxClaimBackoff caps the wait between failing claims.
 const maxClaimBackoff = 30 * time.Second
 
-// health tracks how long the database has been failing without a break.
+// health tracks how long one kind of statement has been failing without a
+// break.
 type health struct {
 	mu           sync.Mutex
 	failingSince time.Time
@@ -45,15 +46,16 @@ func (h *health) failed(err error) {
 	h.lastErr = err
 }
 
-// check returns an error once the database has been failing for limit.
-func (h *health) check(limit time.Duration) error {
+// check returns an error once what (claims, writes) has been failing for
+// limit.
+func (h *health) check(what string, limit time.Duration) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.failingSince.IsZero() {
 		return nil
 	}
 	if d := time.Since(h.failingSince); d >= limit {
-		return fmt.Errorf("the database has failed every statement for %v: %w", d.Round(time.Second), h.lastErr)
+		return fmt.Errorf("%s have failed for %v: %w", what, d.Round(time.Second), h.lastErr)
 	}
 	return nil
 }

@@ -42,6 +42,14 @@ func (l *leases) drop(token string, ups []rowUpdate) {
 	}
 }
 
+// forget drops every row of token: its owner gave up on them.
+func (l *leases) forget(token string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.rows, token)
+	delete(l.end, token)
+}
+
 // has reports whether token is one of ours with rows still held.
 func (l *leases) has(token string) bool {
 	l.mu.Lock()
@@ -105,10 +113,10 @@ func (w *Worker) heartbeat(ctx context.Context) error {
 		n, err := w.q.extend(stmtCtx, token, ids, end)
 		cancel()
 		if err != nil {
-			w.storeFailed(err)
+			w.storeFailed(&w.renewals, err)
 			return err
 		}
-		w.health.ok()
+		w.renewals.ok()
 		if n < len(ids) && w.leases.has(token) {
 			// Some rows were written meanwhile (then dropped) or taken over.
 			w.log.Debug("lease renewal covered fewer rows than held", "token", token, "held", len(ids), "renewed", n)
@@ -154,14 +162,11 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 			w.log.Warn("rescuer: the database was slow to grant locks; waiting before rescuing", "for", w.opts.LeaseMargin)
 		case err != nil:
 			trouble = time.Now()
-			w.storeFailed(err)
+			w.storeFailed(nil, err) // claims and writes tell whether the worker is stuck
 			w.log.Error("rescuer failed", "err", err)
 		case n > 0:
-			w.health.ok()
 			w.count(func(s *WorkerStats) { s.Rescued += int64(n) })
 			w.log.Warn("rescued rows whose lease expired (a worker died or hung while sending them); they may have been delivered", "rows", n)
-		default:
-			w.health.ok()
 		}
 	}
 }

@@ -3,11 +3,11 @@ package queue
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/mailspool/mailspool/transport"
@@ -32,75 +32,121 @@ func (e *RateLimitError) Error() string {
 // Is reports whether target is ErrRateLimited.
 func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
 
-// countLimits counts this enqueue against the lane's limits, in the
-// caller's transaction, and refuses it when a limit is exceeded.
+// countLimits counts this enqueue against the lane's limits that apply, in
+// the caller's transaction, and refuses it when a limit is exceeded. It
+// returns undo, which takes the counts back (nil when no limit applies).
 //
 // Each limit is a sliding window approximated from two fixed windows (the
 // current one and the previous one weighted by how much of it still
-// overlaps the last Per). The counter rows are bumped with an upsert, which
-// locks the row: concurrent enqueues for the same recipient queue up on that
-// lock instead of all passing a COUNT(*), and a rolled-back enqueue takes its
-// count with it.
-func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) error {
+// overlaps the last Per). One upsert bumps the current window of every
+// limit that applies, and one read gets both windows of each: three
+// statements in all with the refusal's undo, however many limits apply. The
+// upsert locks the counter rows: concurrent enqueues for the same recipient
+// queue up on that lock instead of all passing a COUNT(*), a rolled-back
+// enqueue takes its count with it, and the undo of a refused (or failed)
+// enqueue cannot wait for a lock, so the caller's transaction needs no
+// savepoint to forget it.
+func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) (undo func() error, err error) {
+	type counted struct {
+		what      string
+		key       string
+		l         Limit
+		window    int64
+		cur, prev int
+	}
+	var cs []*counted
+	add := func(what, subject string, l Limit) {
+		sum := sha256.Sum256([]byte(subject))
+		per := l.Per.Milliseconds()
+		cs = append(cs, &counted{what: what, key: hex.EncodeToString(sum[:]), l: l, window: now.UnixMilli() / per * per})
+	}
 	if l := q.lane.RecipientLimit; !l.off() {
-		if err := q.bump(ctx, exec, "recipient", "rcpt:"+normalizeAddr(m.To.Address), l, now); err != nil {
-			return err
-		}
+		add("recipient", "rcpt:"+normalizeAddr(m.To.Address), l)
 	}
 	if l := q.lane.IPLimit; o.clientIP != "" && !l.off() {
-		if err := q.bump(ctx, exec, "client IP", "ip:"+o.clientIP, l, now); err != nil {
-			return err
-		}
+		add("client IP", "ip:"+o.clientIP, l)
 	}
-	return nil
-}
+	if len(cs) == 0 {
+		return nil, nil
+	}
 
-func (q *Queue) bump(ctx context.Context, exec DBTX, what, subject string, l Limit, now time.Time) error {
-	sum := sha256.Sum256([]byte(subject))
-	key := hex.EncodeToString(sum[:])
-	per := l.Per.Milliseconds()
-	nowMS := now.UnixMilli()
-	window := nowMS / per * per
-
-	upsert := `INSERT INTO ` + q.limits + ` (lkey, window_start, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1`
+	var upsert, match strings.Builder
+	var upArgs, readArgs, undoArgs []any
+	upsert.WriteString(`INSERT INTO ` + q.limits + ` (lkey, window_start, n) VALUES `)
+	for i, c := range cs {
+		if i > 0 {
+			upsert.WriteString(", ")
+			match.WriteString(" OR ")
+		}
+		upsert.WriteString("(?, ?, 1)")
+		match.WriteString("(lkey = ? AND window_start IN (?, ?))")
+		per := c.l.Per.Milliseconds()
+		upArgs = append(upArgs, c.key, c.window)
+		readArgs = append(readArgs, c.key, c.window, c.window-per)
+	}
 	if q.d.sqlite {
-		upsert = `INSERT INTO ` + q.limits + ` (lkey, window_start, n) VALUES (?, ?, 1) ON CONFLICT (lkey, window_start) DO UPDATE SET n = n + 1`
+		upsert.WriteString(` ON CONFLICT (lkey, window_start) DO UPDATE SET n = n + 1`)
+	} else {
+		upsert.WriteString(` ON DUPLICATE KEY UPDATE n = n + 1`)
 	}
-	if _, err := exec.ExecContext(ctx, q.d.lockBounded(upsert, q.lockWait), key, window); err != nil {
+	if _, err := exec.ExecContext(ctx, q.d.lockBounded(upsert.String(), q.lockWait), upArgs...); err != nil {
 		if lerr := q.lockError(err); lerr != err {
-			return lerr
+			return nil, lerr
 		}
-		return fmt.Errorf("queue: enqueue: counting the %s limit: %w", what, err)
+		return nil, fmt.Errorf("queue: enqueue: counting the %s limit: %w", cs[0].what, err)
 	}
-	cur, err := q.counter(ctx, exec, key, window)
-	if err != nil {
-		return err
-	}
-	prev, err := q.counter(ctx, exec, key, window-per)
-	if err != nil {
-		return err
-	}
-	overlap := 1 - float64(nowMS-window)/float64(per)
-	if estimate := float64(prev)*overlap + float64(cur); estimate <= float64(l.N)+1e-9 {
+	undo = func() error {
+		var where strings.Builder
+		undoArgs = undoArgs[:0]
+		for i, c := range cs {
+			if i > 0 {
+				where.WriteString(" OR ")
+			}
+			where.WriteString("(lkey = ? AND window_start = ?)")
+			undoArgs = append(undoArgs, c.key, c.window)
+		}
+		_, err := exec.ExecContext(context.WithoutCancel(ctx), `UPDATE `+q.limits+` SET n = n - 1 WHERE `+where.String(), undoArgs...)
+		if err != nil {
+			return fmt.Errorf("queue: enqueue: taking back the rate-limit counts (roll the transaction back): %w", err)
+		}
 		return nil
 	}
-	// The estimate can point past the window; by then the whole window of
-	// mails counted here has slid by, so Per is always enough.
-	retry := min(limitRetryAfter(prev, cur, l.N, nowMS, window, per), l.Per)
-	return &RateLimitError{Limit: what, Max: l.N, Per: l.Per, RetryAfter: retry}
-}
 
-// counter reads one window's count; our own upsert is visible to us.
-func (q *Queue) counter(ctx context.Context, exec DBTX, key string, window int64) (int, error) {
-	var n int
-	err := q.lockError(exec.QueryRowContext(ctx, q.d.lockBounded(`SELECT n FROM `+q.limits+` WHERE lkey = ? AND window_start = ?`, q.lockWait), key, window).Scan(&n))
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+	// Our own upsert is visible to us; the previous window no longer
+	// changes. One row: the current and previous count of each limit.
+	var read strings.Builder
+	var sumArgs []any
+	read.WriteString("SELECT ")
+	dst := make([]any, 0, 2*len(cs))
+	for i, c := range cs {
+		if i > 0 {
+			read.WriteString(", ")
+		}
+		read.WriteString("COALESCE(SUM(CASE WHEN lkey = ? AND window_start = ? THEN n END), 0), COALESCE(SUM(CASE WHEN lkey = ? AND window_start = ? THEN n END), 0)")
+		sumArgs = append(sumArgs, c.key, c.window, c.key, c.window-c.l.Per.Milliseconds())
+		dst = append(dst, &c.cur, &c.prev)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("queue: enqueue: reading a rate-limit counter: %w", err)
+	read.WriteString(" FROM " + q.limits + " WHERE " + match.String())
+	if err := exec.QueryRowContext(ctx, read.String(), append(sumArgs, readArgs...)...).Scan(dst...); err != nil {
+		return nil, errors.Join(fmt.Errorf("queue: enqueue: reading the rate-limit counters: %w", err), undo())
 	}
-	return n, nil
+	for _, c := range cs {
+		per := c.l.Per.Milliseconds()
+		nowMS := now.UnixMilli()
+		overlap := 1 - float64(nowMS-c.window)/float64(per)
+		if estimate := float64(c.prev)*overlap + float64(c.cur); estimate <= float64(c.l.N)+1e-9 {
+			continue
+		}
+		// The estimate can point past the window; by then every mail
+		// counted here has slid out of it, so Per is always enough.
+		retry := min(limitRetryAfter(c.prev, c.cur, c.l.N, nowMS, c.window, per), c.l.Per)
+		refused := &RateLimitError{Limit: c.what, Max: c.l.N, Per: c.l.Per, RetryAfter: retry}
+		if err := undo(); err != nil {
+			return nil, errors.Join(refused, err)
+		}
+		return nil, refused
+	}
+	return undo, nil
 }
 
 // limitRetryAfter estimates when one more enqueue will fit: cur counts the

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/mailspool/mailspool/internal/textclip"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -152,7 +152,7 @@ func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 
 // failed makes u a failure with kind and text as its outcome.
 func (u rowUpdate) failed(kind, text string) rowUpdate {
-	u.status, u.hasOutcome, u.lastKind, u.lastCode, u.lastError = StatusFailed, true, kind, 0, truncate(text, maxLastError)
+	u.status, u.hasOutcome, u.lastKind, u.lastCode, u.lastError = StatusFailed, true, kind, 0, textclip.Prefix(text, maxLastError)
 	return u
 }
 
@@ -203,7 +203,7 @@ func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
 	if j.notAfter != 0 && u.nextRun > j.notAfter {
 		u.status, u.nextRun = StatusFailed, nowMS
 		u.lastKind = kindExpired
-		u.lastError = truncate("expired: the next try would be after the not-after deadline; last error: "+u.lastError, maxLastError)
+		u.lastError = textclip.Prefix("expired: the next try would be after the not-after deadline; last error: "+u.lastError, maxLastError)
 	}
 	return u
 }
@@ -216,16 +216,5 @@ func lastError(err error) string {
 		}
 		return r
 	}, err.Error())
-	return truncate(s, maxLastError)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
+	return textclip.Prefix(s, maxLastError)
 }

@@ -91,7 +91,9 @@ type Worker struct {
 	// slots holds one token per send in flight, across batches.
 	slots  chan struct{}
 	leases leases
-	health health
+	// claims, writes and renewals track how long claims, outcome writes
+	// and lease renewals have been failing without a break.
+	claims, writes, renewals health
 	// resume asks Run's resume loop to make mail deferred by an outage due.
 	resume chan struct{}
 	// abandon is closed when Run stops waiting for outcomes to be written.
@@ -243,7 +245,8 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 		if err := stillOurs(); err != nil {
 			return err
 		}
-		if err := w.health.check(w.opts.FailAfter); err != nil {
+		if err := errors.Join(w.claims.check("claims", w.opts.FailAfter),
+			w.writes.check("outcome writes", w.opts.FailAfter), w.renewals.check("lease renewals", w.opts.FailAfter)); err != nil {
 			return fmt.Errorf("queue: lane %s: giving up: %w", w.q.lane.Name, err)
 		}
 		if w.opts.MaxMessages > 0 && processed >= w.opts.MaxMessages {
@@ -351,9 +354,11 @@ func (w *Worker) countOutcomes(ups []rowUpdate) {
 	})
 }
 
-// storeFailed notes a failed statement for the health check and the stats.
-func (w *Worker) storeFailed(err error) {
-	w.health.failed(err)
+// storeFailed notes a failed statement in h and the stats.
+func (w *Worker) storeFailed(h *health, err error) {
+	if h != nil {
+		h.failed(err)
+	}
 	w.count(func(s *WorkerStats) {
 		s.DBErrors++
 		if isLockConflict(err) {

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/mailspool/mailspool/internal/bench"
 	"github.com/mailspool/mailspool/queue"
 )
 
@@ -38,6 +39,8 @@ var commands = []command{
 	{"check", "one line and exit 0/1/2 (ok/warning/critical) for cron or Nagios", runCheck},
 	{"cleanup", "delete old sent and failed rows now", runCleanup},
 	{"version", "print the version and VCS revision this binary was built from", runVersion},
+	{"bench", "measure enqueue and drain on a database, checking every mail is delivered once", runBench},
+	{bench.ChildCommand, "", runBenchWorker}, // hidden: a worker process of bench --processes
 }
 
 // Exit codes; check has its own (0 ok, 1 warning, 2 critical, 3 unknown).
@@ -133,6 +136,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "mailspool — a mail queue in your own database.")
 	fmt.Fprintln(w, "\nUsage: mailspool <command> [flags]\n\nCommands:")
 	for _, c := range commands {
+		if c.summary == "" {
+			continue
+		}
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nEvery command that touches the database takes --db URL and --config FILE;")

@@ -52,6 +52,12 @@
 //	tls             certificate signed by an unknown authority          Connection
 //	stall           no answer after the DATA terminator: blocks         Temporary, MaybeDelivered
 //
+// One step is not a recorded response: "panic" makes Send panic, as a bug
+// in an adapter or a mail that crashes its parser would. It exists for
+// crash tests (a worker process that dies on one message, under a
+// supervisor that restarts it); fake://?recipient=true with a recipient
+// user+panic@example.com crashes on that mail only.
+//
 // # Fixture format
 //
 // A fixture file starts with "key: value" header lines, then a blank line,

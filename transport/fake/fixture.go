@@ -21,7 +21,12 @@ const (
 	kindRefused   = "refused"
 	kindTLS       = "tls"
 	kindStall     = "stall"
+	kindPanic     = "panic"
 )
+
+// panicStep is the "panic" step: not a recorded response but a crash of the
+// sending process, for crash tests (see the package documentation).
+var panicStep = &fixture{name: "panic", kind: kindPanic}
 
 // fixture is one recorded response, parsed from testdata/<name>.resp.
 type fixture struct {
@@ -121,13 +126,16 @@ func parseFixture(name string, data []byte) (*fixture, error) {
 
 // lookupStep returns the fixture a script step names.
 func lookupStep(step string) (*fixture, error) {
+	if step == panicStep.name {
+		return panicStep, nil
+	}
 	if a, ok := aliases[step]; ok {
 		step = a
 	}
 	if f, ok := fixtures[step]; ok {
 		return f, nil
 	}
-	return nil, fmt.Errorf("fake: unknown step %q (known: %s)", step, strings.Join(stepNames(), ", "))
+	return nil, fmt.Errorf("fake: unknown step %q (known: %s, and %s for crash tests)", step, strings.Join(stepNames(), ", "), panicStep.name)
 }
 
 // stepNames returns every step a script may name, sorted: the embedded

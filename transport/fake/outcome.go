@@ -34,6 +34,8 @@ func (t *Transport) outcome(ctx context.Context, f *fixture) error {
 		return classify.Error(t.block(ctx))
 	case kindStall:
 		return classify.MaybeDelivered(t.block(ctx))
+	case kindPanic:
+		panic("fake: the panic step (a scripted crash for tests)")
 	}
 	return nil
 }

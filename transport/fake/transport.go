@@ -34,6 +34,10 @@ type Options struct {
 	// Latency is how long every Send takes before its step, honouring the
 	// context (a context done meanwhile fails like a dial timeout).
 	Latency time.Duration
+	// Discard keeps no copies of the messages: Sent and Messages return
+	// nothing and Attempts counts on. For long runs (benchmarks, a worker
+	// draining a large backlog) where the copies would grow without bound.
+	Discard bool
 }
 
 // Transport replays recorded provider responses. It is safe for concurrent
@@ -44,11 +48,13 @@ type Transport struct {
 	recipient bool
 	timeout   time.Duration
 	latency   time.Duration
+	discard   bool
 	closing   chan struct{} // closed by Close: releases hang and stall steps
 
 	mu       sync.Mutex
 	next     int
 	closed   bool
+	attempts int
 	messages []transport.Message
 	sent     []transport.Message
 }
@@ -72,6 +78,7 @@ func newTransport(opts *Options) (*Transport, error) {
 		recipient: opts.Recipient,
 		timeout:   opts.Timeout,
 		latency:   opts.Latency,
+		discard:   opts.Discard,
 		closing:   make(chan struct{}),
 	}
 	if t.timeout == 0 {
@@ -114,7 +121,10 @@ func (t *Transport) take(m *transport.Message) (*fixture, error) {
 	if t.closed {
 		return nil, closedError()
 	}
-	t.messages = append(t.messages, cloneMessage(m))
+	t.attempts++
+	if !t.discard {
+		t.messages = append(t.messages, cloneMessage(m))
+	}
 	if t.recipient {
 		if f := tagStep(m.To.Address); f != nil {
 			return f, nil
@@ -147,7 +157,9 @@ func tagStep(addr string) *fixture {
 func (t *Transport) recordSent(m *transport.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.sent = append(t.sent, cloneMessage(m))
+	if !t.discard {
+		t.sent = append(t.sent, cloneMessage(m))
+	}
 }
 
 // Sent returns copies of the messages the fake accepted, in order.
@@ -167,18 +179,19 @@ func (t *Transport) Messages() []transport.Message {
 	return cloneMessages(t.messages)
 }
 
-// Attempts returns how many delivery attempts Sends made: len(Messages()).
+// Attempts returns how many delivery attempts Sends made: len(Messages())
+// unless Options.Discard is set.
 func (t *Transport) Attempts() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.messages)
+	return t.attempts
 }
 
 // Reset forgets every recorded message and restarts the script.
 func (t *Transport) Reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.messages, t.sent, t.next = nil, nil, 0
+	t.messages, t.sent, t.next, t.attempts = nil, nil, 0, 0
 }
 
 func cloneMessage(m *transport.Message) transport.Message {

@@ -125,6 +125,19 @@ func TestRecords(t *testing.T) {
 	}
 }
 
+func TestDiscardKeepsNoCopies(t *testing.T) {
+	tr := New(&Options{Script: []string{"ok", "550", "ok"}, Discard: true})
+	for range 3 {
+		_, _ = tr.Send(context.Background(), testMessage("rcpt@example.net"))
+	}
+	if n := tr.Attempts(); n != 3 {
+		t.Errorf("Attempts() = %d, want 3", n)
+	}
+	if len(tr.Messages()) != 0 || len(tr.Sent()) != 0 {
+		t.Errorf("Discard kept %d messages and %d sent, want none", len(tr.Messages()), len(tr.Sent()))
+	}
+}
+
 func TestFailuresBeforeAnAttempt(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -241,4 +254,21 @@ func TestConcurrentSendsConsumeTheScriptOnce(t *testing.T) {
 	if kinds[transport.Sent] != 50 || kinds[transport.Permanent] != 50 || tr.Attempts() != 100 || len(tr.Sent()) != 50 {
 		t.Errorf("kinds %v, %d attempts, %d sent; want 50 sent, 50 permanent, 100 attempts", kinds, tr.Attempts(), len(tr.Sent()))
 	}
+}
+
+func TestPanicStep(t *testing.T) {
+	tr := New(&Options{Recipient: true})
+	if _, err := tr.Send(context.Background(), testMessage("rcpt@example.net")); err != nil {
+		t.Fatalf("untagged recipient: %v", err)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "panic step") {
+			t.Errorf("recovered %v, want the panic step's panic", r)
+		}
+		if tr.Attempts() != 2 {
+			t.Errorf("Attempts = %d, want 2 (the panicking send reached its step)", tr.Attempts())
+		}
+	}()
+	_, _ = tr.Send(context.Background(), testMessage("poison+panic@example.net"))
+	t.Error("Send returned; want a panic")
 }

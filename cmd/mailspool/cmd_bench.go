@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/internal/bench"
+)
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "bench", "--db URL [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--algorithm mailspool|classic|both] [--json]")
+	var o bench.Options
+	db := fs.String("db", "", "database URL (default: $MAILSPOOL_DATABASE or "+config.DefaultDatabase+"); the run drops and re-creates its own tables only (--table)")
+	fs.IntVar(&o.Workers, "workers", 4, "workers draining the queue, each with its own connection pool")
+	fs.IntVar(&o.Producers, "producers", 4, "producers enqueueing, each mail in its own transaction")
+	fs.IntVar(&o.Messages, "messages", 20000, "mails of about 4 KB to enqueue and drain")
+	fs.DurationVar(&o.Latency, "latency", 0, "how long each send takes (fake transport)")
+	fs.IntVar(&o.History, "history", 0, "finished rows to pre-fill the table with (a table that has exactly as many is reused)")
+	fs.BoolVar(&o.Processes, "processes", false, "run each worker as a child process instead of a goroutine")
+	fs.StringVar(&o.Algorithm, "algorithm", bench.Mailspool, "mailspool, classic (id-ordered UPDATE ... IN (SELECT ... LIMIT 20) claim, one ack per mail), or both in the same run")
+	fs.IntVar(&o.Batch, "batch", 0, "worker batch (default: the worker's default)")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "sends in flight per worker (default: the worker's default)")
+	fs.DurationVar(&o.PollInterval, "poll", 0, "worker poll interval after a batch that was not full (default: the worker's default)")
+	fs.BoolVar(&o.Limits, "limits", false, "enqueue with per-recipient and per-IP rate limits on (never reached), to measure their cost")
+	fs.BoolVar(&o.SMTP, "smtp", false, "send through the SMTP adapter to an in-process SMTP server on loopback instead of the fake transport")
+	fs.StringVar(&o.Table, "table", "mailspool_bench", "lane table of the run")
+	fs.DurationVar(&o.Stall, "stall", bench.DefaultStall, "give up when no mail was delivered for this long; what is undelivered then is lost")
+	asJSON := fs.Bool("json", false, "print the results as JSON (one object per line) instead of bench lines")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load("", *db)
+	if err != nil {
+		return err
+	}
+	o.DB = cfg.Database
+	if !*quiet {
+		o.Progress = e.stderr
+	}
+	results, err := bench.Run(ctx, o)
+	for _, r := range results {
+		if *asJSON {
+			b, jerr := json.Marshal(r)
+			if jerr != nil {
+				return jerr
+			}
+			fmt.Fprintln(e.stdout, string(b))
+		} else {
+			fmt.Fprintln(e.stdout, r.Line())
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Algorithm == bench.Mailspool {
+			if err := r.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runBenchWorker is the hidden worker process of "bench --processes".
+func runBenchWorker(ctx context.Context, e *env, args []string) error {
+	return bench.RunChild(ctx, args, os.Stdin, e.stdout, e.stderr)
+}

@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Algorithms Options.Algorithm names.
+const (
+	Mailspool = "mailspool" // the queue package: queue.Enqueue, queue.Worker
+	Classic   = "classic"   // the id-ordered UPDATE ... IN (SELECT ... LIMIT 20) claim, one ack per mail
+	Both      = "both"      // Classic, then Mailspool, in the same run
+)
+
+// DefaultStall is the default Options.Stall.
+const DefaultStall = 60 * time.Second
+
+// Options describe one benchmark run. Zero fields take the defaults shown.
+type Options struct {
+	// DB is the database URL (package dburl). The run uses its own tables
+	// (Table, Table+"_classic", and their companions), dropping and
+	// re-creating them; it touches nothing else.
+	DB string
+	// Workers drain the queue (default 4), each with its own connection
+	// pool; Producers enqueue (default 4), each mail in its own transaction.
+	Workers, Producers int
+	// Messages is how many mails of about 4 KB are enqueued and drained
+	// (default 20 000).
+	Messages int
+	// Latency is how long every send takes (the fake transport's latency).
+	Latency time.Duration
+	// History pre-fills the table with this many finished (sent) rows of
+	// the same size; a table that already holds exactly as many is reused.
+	History int
+	// Processes runs each worker as a child process (Executable
+	// "bench-worker ..."), instead of a goroutine.
+	Processes bool
+	// Executable is the mailspool binary the children run (default: this
+	// program).
+	Executable string
+	// Algorithm is Mailspool (default), Classic or Both.
+	Algorithm string
+	// Batch, Concurrency and PollInterval are the workers' options
+	// (default: the queue.WorkerOptions defaults).
+	Batch, Concurrency int
+	PollInterval       time.Duration
+	// Limits enqueues with the lane's rate limits on (per recipient and per
+	// client IP, generous enough never to refuse), to measure their cost.
+	Limits bool
+	// SMTP sends through the SMTP adapter to an in-process SMTP server on
+	// loopback instead of the fake transport; Latency is then ignored.
+	SMTP bool
+	// Table is the lane table (default "mailspool_bench").
+	Table string
+	// Stall ends the drain when no mail was delivered for this long
+	// (default DefaultStall); the mails not delivered by then are lost.
+	Stall time.Duration
+	// Progress receives a progress line about every second (nil: none).
+	Progress io.Writer
+}
+
+func (o *Options) setDefaults() error {
+	if o.Workers == 0 {
+		o.Workers = 4
+	}
+	if o.Producers == 0 {
+		o.Producers = 4
+	}
+	if o.Messages == 0 {
+		o.Messages = 20000
+	}
+	if o.Algorithm == "" {
+		o.Algorithm = Mailspool
+	}
+	if o.Table == "" {
+		o.Table = "mailspool_bench"
+	}
+	if o.Stall == 0 {
+		o.Stall = DefaultStall
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	switch {
+	case o.DB == "":
+		return errors.New("bench: no database URL")
+	case o.Workers < 1 || o.Producers < 1 || o.Messages < 1:
+		return fmt.Errorf("bench: workers (%d), producers (%d) and messages (%d) must be at least 1", o.Workers, o.Producers, o.Messages)
+	case o.Latency < 0 || o.History < 0 || o.Stall < 0 || o.PollInterval < 0 || o.Batch < 0 || o.Concurrency < 0:
+		return errors.New("bench: negative latency, history, stall, poll interval, batch or concurrency")
+	case o.Algorithm != Mailspool && o.Algorithm != Classic && o.Algorithm != Both:
+		return fmt.Errorf("bench: algorithm %q: want %s, %s or %s", o.Algorithm, Mailspool, Classic, Both)
+	case o.SMTP && o.Algorithm != Mailspool:
+		return errors.New("bench: the SMTP run measures the mailspool algorithm only")
+	case len(o.Table) > 40:
+		return fmt.Errorf("bench: table name %q longer than 40 bytes", o.Table)
+	}
+	return nil
+}
+
+// Result is what one algorithm did in a run.
+type Result struct {
+	Store        string  `json:"store"` // "mysql" or "sqlite"
+	Algorithm    string  `json:"algorithm"`
+	Transport    string  `json:"transport"` // "fake" or "smtp"
+	Workers      int     `json:"workers"`
+	Processes    bool    `json:"processes"`
+	Producers    int     `json:"producers"`
+	Messages     int     `json:"messages"`
+	Latency      string  `json:"latency"`
+	History      int     `json:"history"`
+	EnqueuePerS  float64 `json:"enqueue_per_s"`
+	DrainPerS    float64 `json:"drain_per_s"`
+	Delivered    int     `json:"delivered"`  // deliveries, duplicates included
+	Duplicates   int     `json:"duplicates"` // deliveries beyond the first of a mail
+	Lost         int     `json:"lost"`       // mails never delivered
+	Unrecorded   int     `json:"unrecorded"` // mails delivered whose row is not marked sent
+	Deadlocks    int     `json:"deadlocks"`
+	P50ClaimMS   float64 `json:"p50_claim_ms"`
+	P99ClaimMS   float64 `json:"p99_claim_ms"`
+	P99EnqueueMS float64 `json:"p99_enqueue_ms"`
+	RSSMB        float64 `json:"rss_mb"` // peak resident memory of a worker process (goroutines: of this process during the drain)
+	LogErrors    int     `json:"log_errors"`
+	// RedoPerMailKB is the server's redo log written during the drain per
+	// mail (MySQL/MariaDB only; on a shared server it includes the others'
+	// writes).
+	RedoPerMailKB float64 `json:"redo_per_mail_kb,omitempty"`
+	// SMTPConnections is how many connections the SMTP server accepted
+	// (SMTP runs only): the adapter reuses its connections across sends.
+	SMTPConnections int `json:"smtp_connections,omitempty"`
+}
+
+// Line is the one-line summary: "bench store=mysql workers=4 ...".
+func (r *Result) Line() string {
+	f := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	ms := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	fields := []string{
+		"store=" + r.Store, "algorithm=" + r.Algorithm, "transport=" + r.Transport,
+		fmt.Sprintf("workers=%d", r.Workers), fmt.Sprintf("processes=%t", r.Processes),
+		fmt.Sprintf("producers=%d", r.Producers), fmt.Sprintf("messages=%d", r.Messages),
+		"latency=" + r.Latency, fmt.Sprintf("history=%d", r.History),
+		"enqueue_per_s=" + f(r.EnqueuePerS), "drain_per_s=" + f(r.DrainPerS),
+		fmt.Sprintf("duplicates=%d", r.Duplicates), fmt.Sprintf("lost=%d", r.Lost),
+		fmt.Sprintf("unrecorded=%d", r.Unrecorded), fmt.Sprintf("deadlocks=%d", r.Deadlocks),
+		"p50_claim_ms=" + ms(r.P50ClaimMS), "p99_claim_ms=" + ms(r.P99ClaimMS),
+		"p99_enqueue_ms=" + ms(r.P99EnqueueMS), fmt.Sprintf("rss_mb=%.1f", r.RSSMB),
+		fmt.Sprintf("log_errors=%d", r.LogErrors),
+	}
+	if r.Store == "mysql" {
+		fields = append(fields, fmt.Sprintf("redo_per_mail_kb=%.2f", r.RedoPerMailKB))
+	}
+	if r.Transport == "smtp" {
+		fields = append(fields, fmt.Sprintf("smtp_connections=%d", r.SMTPConnections))
+	}
+	return "bench " + strings.Join(fields, " ")
+}
+
+// Err says why the run failed its correctness check: a mail lost, sent
+// twice, or delivered without its row marked sent. nil when none.
+func (r *Result) Err() error {
+	if r.Lost == 0 && r.Duplicates == 0 && r.Unrecorded == 0 {
+		return nil
+	}
+	return fmt.Errorf("bench: %s: %d lost, %d duplicates, %d delivered but not recorded as sent", r.Algorithm, r.Lost, r.Duplicates, r.Unrecorded)
+}
+
+// Run runs the benchmark and returns one Result per algorithm, Classic
+// first when both run. Only the Mailspool result's Err is a failure of the
+// queue; the classic baseline is expected to lose and duplicate mail under
+// load, and its figures say how much.
+func Run(ctx context.Context, opts Options) ([]*Result, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	admin, err := openDB(opts.DB, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	if err := admin.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("bench: connecting: %w", err)
+	}
+	var results []*Result
+	if opts.Algorithm == Classic || opts.Algorithm == Both {
+		r, err := runClassic(ctx, admin, &opts)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+	}
+	if opts.Algorithm == Mailspool || opts.Algorithm == Both {
+		r, err := runMailspool(ctx, admin, &opts)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+func newResult(db *sql.DB, o *Options, algorithm string) *Result {
+	r := &Result{
+		Store: storeName(db), Algorithm: algorithm, Transport: "fake",
+		Workers: o.Workers, Processes: o.Processes, Producers: o.Producers,
+		Messages: o.Messages, Latency: o.Latency.String(), History: o.History,
+	}
+	if o.SMTP {
+		r.Transport, r.Latency = "smtp", "0s"
+	}
+	return r
+}
+
+func storeName(db *sql.DB) string {
+	if _, ok := db.Driver().(*mysql.MySQLDriver); ok {
+		return "mysql"
+	}
+	return "sqlite"
+}
+
+// redoLSN returns the server's current redo log sequence number (0 where
+// the server does not report it, or for SQLite).
+func redoLSN(ctx context.Context, db *sql.DB) int64 {
+	if storeName(db) != "mysql" {
+		return 0
+	}
+	var name string
+	var lsn int64
+	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_lsn_current'").Scan(&name, &lsn); err != nil {
+		return 0
+	}
+	return lsn
+}

@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets the test binary be the worker process of a --processes run.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ChildCommand {
+		if err := RunChild(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func mariaDBURL() string {
+	if u := os.Getenv("MAILSPOOL_TEST_MYSQL"); u != "" {
+		return u
+	}
+	return "mysql://root@127.0.0.1:3306/test"
+}
+
+// mariaDB returns the URL of a fresh database on the test server, dropped
+// when the test ends. Under CI=true an unreachable server fails the test.
+func mariaDB(t *testing.T) string {
+	t.Helper()
+	admin, err := dburl.Open(mariaDBURL())
+	require.NoError(t, err)
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := admin.PingContext(ctx); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("MariaDB is required under CI=true but %s does not answer: %v", transport.Redact(mariaDBURL()), err)
+		}
+		t.Skipf("MariaDB at %s does not answer (%v); start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql, or set MAILSPOOL_TEST_MYSQL", transport.Redact(mariaDBURL()), err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "mailspool_b_" + hex.EncodeToString(b[:])
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if db, err := dburl.Open(mariaDBURL()); err == nil {
+			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
+			db.Close()
+		}
+	})
+	base, _, _ := strings.Cut(mariaDBURL(), "?")
+	return base[:strings.LastIndex(base, "/")+1] + name
+}
+
+func stores(t *testing.T) map[string]func(t *testing.T) string {
+	return map[string]func(t *testing.T) string{
+		"sqlite":  func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "bench.db") },
+		"mariadb": mariaDB,
+	}
+}
+
+// TestRunDeliversEveryMailOnce runs the whole benchmark, both algorithms,
+// with worker goroutines and with worker processes, and checks the counts
+// it reports against the database.
+func TestRunDeliversEveryMailOnce(t *testing.T) {
+	for name, newDB := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, processes := range []bool{false, true} {
+				url := newDB(t)
+				opts := Options{DB: url, Workers: 3, Producers: 2, Messages: 300, History: 500,
+					Processes: processes, Algorithm: Both, PollInterval: 20 * time.Millisecond, Executable: os.Args[0], Stall: 20 * time.Second}
+				results, err := Run(context.Background(), opts)
+				require.NoError(t, err)
+				require.Len(t, results, 2)
+				classic, ours := results[0], results[1]
+				require.Equal(t, Classic, classic.Algorithm)
+				require.Equal(t, 0, classic.Lost, "the classic claim delivers everything eventually at this size")
+				require.NoError(t, ours.Err())
+				require.Equal(t, 300, ours.Delivered)
+				require.Equal(t, 500, ours.History)
+				require.Positive(t, ours.DrainPerS)
+				require.Positive(t, ours.EnqueuePerS)
+				require.Positive(t, ours.P50ClaimMS, "claim transactions were timed")
+				require.Positive(t, ours.RSSMB)
+				require.Equal(t, processes, ours.Processes)
+				require.Contains(t, ours.Line(), "bench store=")
+
+				db, err := dburl.Open(url)
+				require.NoError(t, err)
+				var sent, history int
+				require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM mailspool_bench WHERE template = ? AND status = 2`, benchTemplate).Scan(&sent))
+				require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM mailspool_bench WHERE template = ?`, historyTemplate).Scan(&history))
+				db.Close()
+				require.Equal(t, 300, sent)
+				require.Equal(t, 500, history)
+			}
+		})
+	}
+}
+
+// TestRunThroughSMTP counts deliveries at an SMTP server: the adapter's
+// connections are reused across a batch.
+func TestRunThroughSMTP(t *testing.T) {
+	url := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
+	results, err := Run(context.Background(), Options{DB: url, Workers: 2, Messages: 200, SMTP: true, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	r := results[0]
+	require.NoError(t, r.Err())
+	require.Equal(t, "smtp", r.Transport)
+	require.Equal(t, 200, r.Delivered)
+	require.Positive(t, r.SMTPConnections)
+	require.LessOrEqual(t, r.SMTPConnections, 2*4, "at most pool (4) connections per worker: reused, not one per mail")
+}
+
+// TestReuseHistory keeps the history of an earlier run and drops its mail.
+func TestReuseHistory(t *testing.T) {
+	url := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
+	var progress strings.Builder
+	opts := Options{DB: url, Workers: 1, Producers: 1, Messages: 50, History: 100, PollInterval: 20 * time.Millisecond, Progress: &progress}
+	for range 2 {
+		results, err := Run(context.Background(), opts)
+		require.NoError(t, err)
+		require.NoError(t, results[0].Err())
+	}
+	require.Contains(t, progress.String(), "reusing the 100 history rows")
+	db, err := dburl.Open(url)
+	require.NoError(t, err)
+	defer db.Close()
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM mailspool_bench`).Scan(&n))
+	require.Equal(t, 150, n, "100 history rows and this run's 50 mails")
+}
+
+func TestFinishCountsDuplicatesAndLost(t *testing.T) {
+	tr := newTracker([]string{"a", "b", "c"})
+	start := time.Now()
+	tr.deliver("a")
+	tr.deliver("a")
+	tr.deliver("b")
+	tr.deliver("stranger")
+	r := &Result{Messages: 3, Algorithm: Mailspool}
+	finish(r, tr, start)
+	require.Equal(t, 4, r.Delivered)
+	require.Equal(t, 1, r.Duplicates)
+	require.Equal(t, 1, r.Lost)
+	require.ErrorContains(t, r.Err(), "1 lost, 1 duplicates")
+}
+
+func TestIsDeadlock(t *testing.T) {
+	require.True(t, isDeadlock(&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}))
+	require.False(t, isDeadlock(&mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}))
+	require.False(t, isDeadlock(nil))
+}
+
+func TestOptionsRefuseNonsense(t *testing.T) {
+	for _, o := range []Options{
+		{},
+		{DB: "sqlite:x.db", Workers: -1},
+		{DB: "sqlite:x.db", Algorithm: "fifo"},
+		{DB: "sqlite:x.db", Algorithm: Both, SMTP: true},
+		{DB: "sqlite:x.db", Latency: -time.Second},
+	} {
+		_, err := Run(context.Background(), o)
+		require.Error(t, err, "%+v", o)
+		require.True(t, strings.HasPrefix(err.Error(), "bench: "), err.Error())
+	}
+}

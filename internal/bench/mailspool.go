@@ -1,0 +1,254 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/fake"
+	"github.com/mailspool/mailspool/transport/smtp"
+)
+
+// bigLimit is a rate limit that is counted but never refuses in a run.
+var bigLimit = queue.Limit{N: 1 << 30, Per: time.Hour}
+
+func benchLane(o *Options) queue.Lane {
+	l := queue.Lane{Table: o.Table, RecipientLimit: queue.NoLimit, IPLimit: queue.NoLimit}
+	if o.Limits {
+		l.RecipientLimit, l.IPLimit = bigLimit, bigLimit
+	}
+	return l
+}
+
+// drainStats is what the workers of a drain report.
+type drainStats struct {
+	claims    []time.Duration
+	deadlocks int
+	logErrors int
+	rssMB     float64
+}
+
+func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, error) {
+	r := newResult(admin, o, Mailspool)
+	label := "mailspool"
+	if err := prepareLane(ctx, admin, o); err != nil {
+		return nil, err
+	}
+	producers, err := openDB(o.DB, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer producers.Close()
+	producers.SetMaxOpenConns(o.Producers)
+	producers.SetMaxIdleConns(o.Producers)
+	q, err := queue.New(ctx, producers, benchLane(o), nil)
+	if err != nil {
+		return nil, err
+	}
+	run := runID()
+	r.EnqueuePerS, r.P99EnqueueMS, err = produce(ctx, producers, o.Producers, o.Messages, o.Progress, label,
+		func(ctx context.Context, tx *sql.Tx, i int) error {
+			opts := []queue.Option{queue.Template(benchTemplate)}
+			if o.Limits {
+				opts = append(opts, queue.ClientIP(fmt.Sprintf("192.0.2.%d", i%250+1)))
+			}
+			_, err := q.Enqueue(ctx, tx, message(run, i), opts...)
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Progress, "%s: enqueued %d mails, %.0f/s, p99 %.2f ms\n", label, o.Messages, r.EnqueuePerS, r.P99EnqueueMS)
+
+	tr := newTracker(messageIDs(run, o.Messages))
+	var sink *smtpSink
+	if o.SMTP {
+		if sink, err = startSMTPSink(tr); err != nil {
+			return nil, err
+		}
+		defer sink.close()
+	}
+	var ds *drainStats
+	lsn := redoLSN(ctx, admin)
+	start := time.Now()
+	if o.Processes {
+		ds, err = drainProcesses(ctx, o, tr, sink, label)
+	} else {
+		ds, err = drainGoroutines(ctx, o, tr, sink, label)
+	}
+	if err != nil {
+		return nil, err
+	}
+	finish(r, tr, start)
+	if lsn > 0 {
+		r.RedoPerMailKB = float64(redoLSN(ctx, admin)-lsn) / 1024 / float64(o.Messages)
+	}
+	r.Deadlocks, r.LogErrors, r.RSSMB = ds.deadlocks, ds.logErrors, ds.rssMB
+	if sink != nil {
+		r.SMTPConnections = sink.connections()
+	}
+	r.P50ClaimMS, r.P99ClaimMS = percentile(ds.claims, 50), percentile(ds.claims, 99)
+	unsent, err := notSent(ctx, admin, o.Table)
+	if err != nil {
+		return nil, err
+	}
+	r.Unrecorded = max(0, unsent-r.Lost)
+	return r, nil
+}
+
+// finish fills the delivery figures of r from tr.
+func finish(r *Result, tr *tracker, start time.Time) {
+	distinct, delivered, foreign, _ := tr.counts()
+	tr.mu.Lock()
+	lastNew := tr.lastNew
+	tr.mu.Unlock()
+	r.Delivered = delivered
+	r.Duplicates = delivered - distinct - foreign
+	r.Lost = r.Messages - distinct
+	if d := lastNew.Sub(start).Seconds(); d > 0 {
+		r.DrainPerS = float64(distinct) / d
+	}
+}
+
+// workerConfig is what one worker, goroutine or process, runs with.
+type workerConfig struct {
+	db, table, id      string
+	batch, concurrency int
+	poll, latency      time.Duration
+	smtpURL            string // "" = the fake transport
+}
+
+func (o *Options) worker(i int, sink *smtpSink) workerConfig {
+	c := workerConfig{db: o.DB, table: o.Table, id: fmt.Sprintf("bench-%d", i), batch: o.Batch,
+		concurrency: o.Concurrency, poll: o.PollInterval, latency: o.Latency}
+	if sink != nil {
+		c.smtpURL = sink.url()
+	}
+	return c
+}
+
+// startWorker opens a worker as c says, delivering to deliver (fake
+// transport only). The caller runs w.Run and then calls closeFn.
+func startWorker(ctx context.Context, c workerConfig, p *probe, log *slog.Logger, deliver func(string)) (*queue.Worker, func(), error) {
+	db, err := openDB(c.db, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := queue.New(ctx, db, queue.Lane{Table: c.table, RecipientLimit: queue.NoLimit, IPLimit: queue.NoLimit}, nil)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	var tr transport.Transport
+	if c.smtpURL != "" {
+		tr, err = smtp.URLOpener{}.OpenTransportURL(ctx, mustParse(c.smtpURL))
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+	} else {
+		tr = &trackingTransport{Transport: fake.New(&fake.Options{Latency: c.latency, Discard: true}), deliver: deliver}
+	}
+	w, err := queue.NewWorker(q, tr, &queue.WorkerOptions{
+		ID: c.id, Batch: c.batch, Concurrency: c.concurrency, PollInterval: c.poll,
+		CleanupInterval: -1, Logger: log,
+	})
+	if err != nil {
+		tr.Close()
+		db.Close()
+		return nil, nil, err
+	}
+	return w, func() { tr.Close(); db.Close() }, nil
+}
+
+func drainGoroutines(ctx context.Context, o *Options, tr *tracker, sink *smtpSink, label string) (*drainStats, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var logErrors atomic.Int64
+	log := slog.New(&countingHandler{n: &logErrors, out: o.Progress})
+	probes := make([]*probe, o.Workers)
+	runErrs := make([]error, o.Workers)
+	var wg sync.WaitGroup
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	resetPeakRSS()
+	for i := range o.Workers {
+		probes[i] = &probe{}
+		w, closeFn, err := startWorker(ctx, o.worker(i, sink), probes[i], log, tr.deliver)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		closers = append(closers, closeFn)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(ctx); err != nil {
+				runErrs[i] = fmt.Errorf("bench: worker %d: %w", i, err)
+			}
+		}()
+	}
+	tr.wait(ctx, o.Stall, o.Progress, label)
+	cancel()
+	wg.Wait()
+	if err := errors.Join(runErrs...); err != nil {
+		return nil, err
+	}
+	ds := &drainStats{logErrors: int(logErrors.Load()), rssMB: peakRSSMB()}
+	for _, p := range probes {
+		for _, site := range p.deadlockSites() {
+			fmt.Fprintf(o.Progress, "%s: deadlock in %s\n", label, site)
+		}
+		txs, dl := p.take()
+		ds.claims = append(ds.claims, txs...)
+		ds.deadlocks += dl
+	}
+	return ds, nil
+}
+
+// trackingTransport reports every accepted send to deliver.
+type trackingTransport struct {
+	transport.Transport
+	deliver func(messageID string)
+}
+
+func (t *trackingTransport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	rc, err := t.Transport.Send(ctx, m)
+	if err == nil {
+		t.deliver(m.MessageID)
+	}
+	return rc, err
+}
+
+// countingHandler counts log records at warning level or above and prints
+// the first few.
+type countingHandler struct {
+	n   *atomic.Int64
+	out interface{ Write([]byte) (int, error) }
+}
+
+func (h *countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if n := h.n.Add(1); n <= 5 {
+		line := r.Level.String() + " " + r.Message
+		r.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+		fmt.Fprintln(h.out, "worker log: "+line)
+	}
+	return nil
+}
+
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }

@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// tracker counts deliveries by Message-ID.
+type tracker struct {
+	mu        sync.Mutex
+	seen      map[string]int32
+	distinct  int
+	delivered int
+	foreign   int           // deliveries of a Message-ID this run never enqueued
+	last      time.Time     // of the last delivery
+	lastNew   time.Time     // of the last first delivery of a mail
+	done      chan struct{} // closed when every mail was delivered once
+}
+
+func newTracker(ids []string) *tracker {
+	t := &tracker{seen: make(map[string]int32, len(ids)), done: make(chan struct{}), last: time.Now()}
+	for _, id := range ids {
+		t.seen[id] = 0
+	}
+	return t
+}
+
+// deliver records one accepted send of the mail with Message-ID id.
+func (t *tracker) deliver(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.delivered++
+	t.last = time.Now()
+	n, ok := t.seen[id]
+	if !ok {
+		t.foreign++
+		return
+	}
+	t.seen[id] = n + 1
+	if n == 0 {
+		t.lastNew = t.last
+		t.distinct++
+		if t.distinct == len(t.seen) {
+			close(t.done)
+		}
+	}
+}
+
+func (t *tracker) counts() (distinct, delivered, foreign int, last time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.distinct, t.delivered, t.foreign, t.last
+}
+
+// wait returns when every mail was delivered, when no delivery happened
+// for stall, or when ctx ends; it reports progress every second.
+func (t *tracker) wait(ctx context.Context, stall time.Duration, progress io.Writer, label string) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	start, prev := time.Now(), 0
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			distinct, delivered, _, last := t.counts()
+			fmt.Fprintf(progress, "%s: drain %d/%d delivered (%d deliveries), %.0f/s, %.0fs\n",
+				label, distinct, len(t.seen), delivered, float64(distinct-prev), now.Sub(start).Seconds())
+			prev = distinct
+			if now.Sub(last) > stall {
+				fmt.Fprintf(progress, "%s: no delivery for %v: giving up\n", label, stall)
+				return
+			}
+		}
+	}
+}
+
+// percentile returns the p-th percentile (0..100) of ds in milliseconds.
+func percentile(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s)-1) * p / 100)
+	return float64(s[i]) / float64(time.Millisecond)
+}
+
+// resetPeakRSS restarts this process's peak resident set size (VmHWM),
+// where Linux allows it.
+func resetPeakRSS() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// peakRSSMB returns this process's peak resident set size in MB (0 where
+// /proc is not available).
+func peakRSSMB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,194 @@
+package faultsuite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/transport"
+)
+
+// table is the lane table every scenario uses.
+const table = "mail_queue"
+
+// sharedMariaDB is the server the MariaDB scenarios create their databases
+// on (not the one the restart scenario restarts: that one is private).
+func sharedMariaDB() string {
+	if u := os.Getenv("MAILSPOOL_TEST_MYSQL"); u != "" {
+		return u
+	}
+	return "mysql://root@127.0.0.1:3306/test"
+}
+
+// store is the database of one scenario.
+type store struct {
+	name string // "mariadb" or "sqlite"
+	url  string
+	db   *sql.DB
+}
+
+// newMariaDB creates a fresh database on the shared MariaDB, migrated, and
+// drops it when the test ends. Under CI=true a MariaDB that does not answer
+// fails the test; elsewhere the test skips, saying how to start one.
+func newMariaDB(t *testing.T) store {
+	t.Helper()
+	admin := openDB(t, sharedMariaDB())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := admin.PingContext(ctx); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("MariaDB is required under CI=true but %s does not answer: %v", transport.Redact(sharedMariaDB()), err)
+		}
+		t.Skipf("MariaDB at %s does not answer (%v); start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql, or set MAILSPOOL_TEST_MYSQL", transport.Redact(sharedMariaDB()), err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "mailspool_f_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if db, err := dburl.Open(sharedMariaDB()); err == nil {
+			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
+			db.Close()
+		}
+	})
+	return migrated(t, "mariadb", withDatabase(sharedMariaDB(), name))
+}
+
+// withDatabase returns the mysql:// URL u naming database name instead.
+func withDatabase(u, name string) string {
+	base, query, _ := strings.Cut(u, "?")
+	u = base[:strings.LastIndex(base, "/")+1] + name
+	if query != "" {
+		u += "?" + query
+	}
+	return u
+}
+
+// newSQLite creates a fresh SQLite file, migrated.
+func newSQLite(t *testing.T) store {
+	t.Helper()
+	return migrated(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "queue.db"))
+}
+
+func migrated(t *testing.T, name, url string) store {
+	t.Helper()
+	s := store{name: name, url: url, db: openDB(t, url)}
+	if err := queue.Migrate(context.Background(), s.db, table); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func openDB(t *testing.T, url string) *sql.DB {
+	t.Helper()
+	db, err := dburl.Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// enqueue queues n mails to distinct recipients the way an application
+// does (queue.Enqueue inside its own transactions, here 250 mails each,
+// from 4 connections at once), and returns their ids.
+func enqueue(t *testing.T, s store, n int, prefix string) []int64 {
+	t.Helper()
+	q := newQueue(t, s)
+	ctx := context.Background()
+	const chunk = 250
+	ids := make([]int64, n)
+	errs := make(chan error, (n+chunk-1)/chunk)
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for start := 0; start < n; start += chunk {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			tx, err := s.db.BeginTx(ctx, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for i := start; i < min(n, start+chunk); i++ {
+				if ids[i], err = q.Enqueue(ctx, tx, message(prefix+"-"+strconv.Itoa(i)+"@example.com")); err != nil {
+					_ = tx.Rollback()
+					errs <- err
+					return
+				}
+			}
+			errs <- tx.Commit()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+	}
+	return ids
+}
+
+// newQueue is the scenario's lane as the application sees it.
+func newQueue(t *testing.T, s store) *queue.Queue {
+	t.Helper()
+	q, err := queue.New(context.Background(), s.db, queue.Lane{Table: table, RecipientLimit: queue.NoLimit, IPLimit: queue.NoLimit}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func message(to string) *transport.Message {
+	return &transport.Message{
+		From:    mail.Address{Name: "Shop", Address: "noreply@shop.example"},
+		To:      mail.Address{Address: to},
+		Subject: "Your receipt",
+		Text:    "Thank you for your order.\n",
+	}
+}
+
+// countWhere counts the scenario table's rows matching where.
+func countWhere(t *testing.T, s store, where string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s", table, where), args...).Scan(&n); err != nil {
+		t.Fatalf("counting rows where %s: %v", where, err)
+	}
+	return n
+}
+
+// status values as stored, for the SQL the scenarios run.
+var (
+	pending = queue.StatusPending
+	sending = queue.StatusSending
+	sent    = queue.StatusSent
+	retry   = queue.StatusRetry
+	failed  = queue.StatusFailed
+)
+
+// heldBy counts the rows in sending under a lease of the worker process
+// pid (a worker's default id is host-pid-random; its claims are id.seq).
+func heldBy(t *testing.T, s store, pid int) int {
+	t.Helper()
+	return countWhere(t, s, "status = ? AND locked_by LIKE ?", sending, "%-"+strconv.Itoa(pid)+"-%")
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

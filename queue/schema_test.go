@@ -1,0 +1,50 @@
+package queue
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCompletionColumnsAreFixedWidth checks that every column a claim or a
+// sent completion writes is NOT NULL and fixed-width on MySQL/MariaDB, so
+// InnoDB updates the row in place instead of rewriting it with its bodies
+// (about 11 KB of redo per mail instead of 1 KB, measured with mailspool
+// bench).
+func TestCompletionColumnsAreFixedWidth(t *testing.T) {
+	s := newMariaDBStore(t)
+	ctx := context.Background()
+	rows, err := s.db.QueryContext(ctx, `SELECT column_name, data_type, is_nullable, COALESCE(character_set_name, '')
+  FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, DefaultTable)
+	require.NoError(t, err)
+	defer rows.Close()
+	got := map[string]string{}
+	for rows.Next() {
+		var name, typ, nullable, charset string
+		require.NoError(t, rows.Scan(&name, &typ, &nullable, &charset))
+		got[name] = typ + " " + nullable + " " + charset
+	}
+	require.NoError(t, rows.Err())
+	fixed := map[string]bool{"tinyint": true, "smallint": true, "int": true, "bigint": true}
+	for _, col := range []string{"status", "attempts", "crashes", "next_run", "locked_until", "locked_by",
+		"sent_at", "last_kind", "maybe_delivered", "provider_id"} {
+		def, ok := got[col]
+		require.True(t, ok, "column %s missing", col)
+		var typ, nullable, charset string
+		parts := strings.Fields(def + " -")
+		typ, nullable, charset = parts[0], parts[1], parts[2]
+		assert.Equal(t, "NO", nullable, "%s must be NOT NULL", col)
+		assert.True(t, fixed[typ] || (typ == "char" && charset == "ascii"), "%s is %s: want an integer or CHAR ... CHARACTER SET ascii", col, def)
+	}
+
+	// A provider id reads back as written (CHAR pads, the server trims).
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	id, err := q.Enqueue(ctx, s.db, testMessage("kim@example.com"))
+	require.NoError(t, err)
+	_, err = s.db.Exec(`UPDATE `+q.table+` SET provider_id = ? WHERE id = ?`, "0100018c-abc@email.amazonses.com", id)
+	require.NoError(t, err)
+	assert.Equal(t, "0100018c-abc@email.amazonses.com", readRow(t, q, id).ProviderID)
+}
