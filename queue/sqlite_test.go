@@ -38,3 +38,17 @@ func TestNewChecksTheSQLiteHandle(t *testing.T) {
 	_, err = New(ctx, newSQLiteStore(t).db, Lane{}, nil)
 	require.NoError(t, err)
 }
+
+// TestTableNamesNeverCollide: a lane table may not be mailspool's own table
+// or look like another lane's rate-limit table, and Migrate refuses two
+// names that are one table (SQLite ignores the case of table names).
+func TestTableNamesNeverCollide(t *testing.T) {
+	db := newSQLiteStore(t).db
+	for _, table := range []string{"mailspool_schema", "MAILSPOOL_LANES", "mail_queue_limits", "Mail_LIMITS"} {
+		_, err := New(context.Background(), db, Lane{Table: table}, nil)
+		assert.Error(t, err, table)
+		assert.Error(t, Migrate(context.Background(), db, table), table)
+	}
+	err := Migrate(context.Background(), db, "t_a", "T_A")
+	assert.ErrorContains(t, err, "are the same table")
+}

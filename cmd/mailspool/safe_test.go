@@ -188,3 +188,18 @@ func TestEnqueueBoundedUnderLockTables(t *testing.T) {
 		assert.Contains(t, out, `"pending": 0`)
 	})
 }
+
+// TestWorkerStartLineNamesItsTransportRedacted: the operator sees which
+// transport a worker sends through, without its password.
+func TestWorkerStartLineNamesItsTransportRedacted(t *testing.T) {
+	t.Setenv("MAILSPOOL_LANE_DEFAULT_TRANSPORT", "fake://mailer:hunter2@relay.example?script=ok")
+	db := "sqlite:" + filepath.Join(t.TempDir(), "q.db")
+	code, _, stderr := mailspool(t, "migrate", "--db", db)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = mailspool(t, "enqueue", "--db", db, "--from", "a@example.com", "--to", "b@example.com", "--subject", "s", "--text", "t")
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = mailspool(t, "worker", "--db", db, "--max-messages", "1")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, `transport="fake://mailer:xxxxx@relay.example?script=ok"`)
+	assert.NotContains(t, stderr, "hunter2")
+}
