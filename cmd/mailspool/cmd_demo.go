@@ -162,7 +162,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		case <-ctx.Done():
 		case <-tick.C:
 		}
-		counts, err := q.CountByStatus(ctx)
+		counts, err := countByStatus(ctx, q)
 		if err != nil {
 			stop()
 			<-done
@@ -213,7 +213,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "  %-22s last error: %s\n", "", textclip.Clip(example.LastError, 90))
 		}
 	}
-	counts, err := q.CountByStatus(ctx)
+	counts, err := countByStatus(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -236,4 +236,17 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// countByStatus counts the demo's rows by status name.
+func countByStatus(ctx context.Context, q *queue.Queue) (map[string]int64, error) {
+	counts := map[string]int64{}
+	for _, s := range []string{"pending", "sending", "sent", "retry", "failed"} {
+		n, err := q.Count(ctx, queue.Filter{Status: s})
+		if err != nil {
+			return nil, err
+		}
+		counts[s] = n
+	}
+	return counts, nil
 }

@@ -38,9 +38,9 @@ var commands = []command{
 	{"stats", "print backlog, last hour's failure rate, stuck rows and pauses per lane", runStats},
 	{"check", "one line and exit 0/1/2 (ok/warning/critical) for cron or Nagios", runCheck},
 	{"cleanup", "delete old sent and failed rows now", runCleanup},
-	{"version", "print the version and VCS revision this binary was built from", runVersion},
 	{"bench", "measure enqueue and drain on a database, checking every mail is delivered once", runBench},
 	{bench.ChildCommand, "", runBenchWorker}, // hidden: a worker process of bench --processes
+	{"version", "print the version and VCS revision this binary was built from", runVersion},
 }
 
 // Exit codes; check has its own (0 ok, 1 warning, 2 critical, 3 unknown).
