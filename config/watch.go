@@ -2,13 +2,13 @@ package config
 
 import (
 	"fmt"
-	"github.com/mailspool/mailspool/internal/duration"
 	"net"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/mailspool/mailspool/alert"
+	"github.com/mailspool/mailspool/internal/duration"
 )
 
 // alertsConfig is the [alerts] section:
