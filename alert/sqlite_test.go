@@ -1,0 +1,4 @@
+package alert
+
+// The tests open SQLite databases: link the driver, as a program would.
+import _ "modernc.org/sqlite"
