@@ -111,5 +111,5 @@ kind = "permanent"
 	assert.Contains(t, out, "decided by   rule operator:unknown-is-final")
 	code, out, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "1", "--json")
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, out, `"LastRule": "operator:unknown-is-final"`)
+	assert.Contains(t, out, `"last_rule": "operator:unknown-is-final"`)
 }

@@ -1,0 +1,5 @@
+package metrics_test
+
+// The tests open SQLite through queue/dburl, which leaves linking the
+// driver to the program.
+import _ "modernc.org/sqlite"
