@@ -305,8 +305,14 @@ func TestMigrateFromVersion1(t *testing.T) {
   VALUES (0, 0, 'm@x', 'a@example.com', 'Old@Example.com', 's', 't', '', '[]')`)
 		require.NoError(t, err)
 		require.NoError(t, Migrate(ctx, s.db, "mail_old"))
-		// An interrupted run re-runs every statement of version 4.
-		for _, stmt := range migrationSQL(d, migrations[len(migrations)-1], "mail_old") {
+		// An interrupted run re-runs every statement of version 4 (ours).
+		var v4 migration
+		for _, m := range migrations {
+			if m.version == 4 {
+				v4 = m
+			}
+		}
+		for _, stmt := range migrationSQL(d, v4, "mail_old") {
 			_, err := s.db.ExecContext(ctx, stmt)
 			if err != nil {
 				assert.True(t, alreadyThere(err), "%s: %v", stmt, err)

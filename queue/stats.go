@@ -74,23 +74,3 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	}
 	return s, nil
 }
-
-// CountByStatus counts every row by status name ("pending", "sent", ...).
-// Unlike Stats it reads the whole index: for small tables, tests and the demo.
-func (q *Queue) CountByStatus(ctx context.Context) (map[string]int64, error) {
-	rows, err := q.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM `+q.table+` GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("queue: counting rows by status: %w", err)
-	}
-	defer rows.Close()
-	counts := map[string]int64{}
-	for rows.Next() {
-		var status int
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, fmt.Errorf("queue: counting rows by status: %w", err)
-		}
-		counts[StatusName(status)] = n
-	}
-	return counts, rows.Err()
-}

@@ -55,7 +55,7 @@ func TestStatsCleanupAndMigrate(t *testing.T) {
 		assert.Equal(t, 0, countRows(t, s.db, q.table, "status = 2"))
 		assert.Equal(t, 1, countRows(t, s.db, q.table, "id = ?", ids[3]), "a failed row of 60 days is kept")
 
-		counts, err := q.CountByStatus(ctx)
+		counts, err := countByStatus(ctx, q)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]int64{"sending": 2, "retry": 1, "failed": 1}, counts)
 	})
@@ -113,4 +113,19 @@ func TestStatsOldestDue(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, st.OldestDue, "nothing due")
 	})
+}
+
+// countByStatus counts every row by status name, leaving out empty ones.
+func countByStatus(ctx context.Context, q *Queue) (map[string]int64, error) {
+	counts := map[string]int64{}
+	for s := StatusPending; s <= StatusFailed; s++ {
+		n, err := q.Count(ctx, Filter{Status: StatusName(s)})
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			counts[StatusName(s)] = n
+		}
+	}
+	return counts, nil
 }

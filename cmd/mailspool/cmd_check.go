@@ -24,7 +24,7 @@ type thresholds struct {
 }
 
 func runCheck(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "check", "[--db URL] [--config FILE] [--lane NAME] [--max-backlog N] [--max-failure-rate P] [--min-finished N] [--max-stuck N]")
+	fs := newFlagSet(e, "check", "[--db URL] [--config FILE] [--lane NAME] [--max-backlog N] [--max-failure-rate P] [--min-finished N] [--max-stuck N] [--json]")
 	var sf storeFlags
 	sf.register(fs)
 	lane := fs.String("lane", "", "only this lane (default: every lane)")
@@ -33,6 +33,7 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	rate := fs.String("max-failure-rate", "20%", "critical above this share of the last hour's finished mail failing (20% or 0.2)")
 	fs.Int64Var(&th.minFinished, "min-finished", 20, "judge the failure rate only once this many mails finished in the hour")
 	fs.Int64Var(&th.maxStuck, "max-stuck", 0, "critical above this many rows stuck in sending")
+	asJSON := fs.Bool("json", false, "print JSON: status, the line, and each lane's numbers")
 	if err := parseFlags(fs, args); err != nil {
 		return exitError{checkUnknown, err}
 	}
@@ -40,10 +41,20 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	if th.maxFailureRate, err = parseRate(*rate); err != nil {
 		return exitError{checkUnknown, usageError{err.Error()}}
 	}
-	unknown := func(err error) error {
-		fmt.Fprintf(e.stdout, "UNKNOWN: %v\n", err)
-		return exitError{code: checkUnknown}
+	report := func(code int, line string, lanes []laneStats) error {
+		if *asJSON {
+			if err := writeJSON(e.stdout, checkResult{Status: checkNames[code], Line: line, Lanes: lanes}); err != nil {
+				return exitError{checkUnknown, err}
+			}
+		} else {
+			fmt.Fprintln(e.stdout, line)
+		}
+		if code != checkOK {
+			return exitError{code: code}
+		}
+		return nil
 	}
+	unknown := func(err error) error { return report(checkUnknown, fmt.Sprintf("UNKNOWN: %v", err), nil) }
 	lf := laneFlags{storeFlags: sf, lane: *lane}
 	lanes, qs, db, err := lf.openQueues(ctx)
 	if err != nil {
@@ -55,12 +66,17 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 		return unknown(err)
 	}
 	code, line := evaluate(stats, th)
-	fmt.Fprintln(e.stdout, line)
-	if code != checkOK {
-		return exitError{code: code}
-	}
-	return nil
+	return report(code, line, stats)
 }
+
+// checkResult is "mailspool check --json".
+type checkResult struct {
+	Status string      `json:"status"` // ok, warning, critical or unknown
+	Line   string      `json:"line"`
+	Lanes  []laneStats `json:"lanes,omitempty"`
+}
+
+var checkNames = map[int]string{checkOK: "ok", checkWarning: "warning", checkCritical: "critical", checkUnknown: "unknown"}
 
 // evaluate returns check's exit code and its one line: critical when a lane
 // is over a threshold, warning when a lane is paused, else ok with the

@@ -213,7 +213,7 @@ func (d *demo) progress(ctx context.Context, start, end time.Time, sends func() 
 		case <-ctx.Done():
 		case <-tick.C:
 		}
-		counts, err := d.q.CountByStatus(ctx)
+		counts, err := countByStatus(ctx, d.q)
 		if err != nil {
 			return err
 		}
@@ -259,7 +259,7 @@ func (d *demo) report(ctx context.Context) error {
 			fmt.Fprintf(e.stdout, "  %-22s last error: %s\n", "", textclip.Clip(example.LastError, 90))
 		}
 	}
-	counts, err := d.q.CountByStatus(ctx)
+	counts, err := countByStatus(ctx, d.q)
 	if err != nil {
 		return err
 	}
@@ -282,4 +282,17 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// countByStatus counts the demo's rows by status name.
+func countByStatus(ctx context.Context, q *queue.Queue) (map[string]int64, error) {
+	counts := map[string]int64{}
+	for _, s := range []string{"pending", "sending", "sent", "retry", "failed"} {
+		n, err := q.Count(ctx, queue.Filter{Status: s})
+		if err != nil {
+			return nil, err
+		}
+		counts[s] = n
+	}
+	return counts, nil
 }

@@ -216,6 +216,14 @@ poll_interval = "10ms"
 		code, out, _ = ms("check", "--max-backlog", "2")
 		assert.Equal(t, checkCritical, code)
 		assert.Equal(t, "CRITICAL: lane tx backlog 3 over 2\n", out)
+		code, out, _ = ms("check", "--max-backlog", "2", "--json")
+		assert.Equal(t, checkCritical, code)
+		var cr checkResult
+		require.NoError(t, json.Unmarshal([]byte(out), &cr))
+		assert.Equal(t, "critical", cr.Status)
+		assert.Equal(t, "CRITICAL: lane tx backlog 3 over 2", cr.Line)
+		require.Len(t, cr.Lanes, 1)
+		assert.EqualValues(t, 3, cr.Lanes[0].Backlog)
 		code, out, _ = ms("check", "--max-failure-rate", "lots")
 		assert.Equal(t, checkUnknown, code, out)
 
@@ -285,5 +293,46 @@ func TestVersionAndHelp(t *testing.T) {
 		assert.Equal(t, 0, code, c.name)
 		assert.Contains(t, stderr, "Usage: mailspool "+c.name, c.name)
 		assert.Contains(t, stderr, "Exit codes:", c.name)
+	}
+}
+
+func TestCheckUnknownWhenTheDatabaseIsGone(t *testing.T) {
+	code, out, _ := mailspool(t, "check", "--db", "mysql://app:secret@127.0.0.1:1/app?timeout=1s")
+	assert.Equal(t, checkUnknown, code)
+	assert.True(t, strings.HasPrefix(out, "UNKNOWN: "), out)
+	assert.NotContains(t, out, "secret")
+	assert.Equal(t, 1, strings.Count(out, "\n"), "one line")
+}
+
+func TestEvaluate(t *testing.T) {
+	th := thresholds{maxBacklog: 100, maxFailureRate: 0.2, minFinished: 20, maxStuck: 0}
+	lane := func(name string, s queue.Stats, ps ...queue.Pause) laneStats {
+		return laneStats{Lane: name, Stats: s, Paused: ps}
+	}
+	cases := []struct {
+		stats []laneStats
+		code  int
+		line  string
+	}{
+		{[]laneStats{lane("tx", queue.Stats{Backlog: 5, SentLastHour: 10})}, checkOK, "OK: lane tx backlog 5, failure rate 0.0% of 10, stuck 0"},
+		{[]laneStats{lane("tx", queue.Stats{FailedLastHour: 5, FailureRate: 1})}, checkOK, "OK: lane tx backlog 0, failure rate 100.0% of 5, stuck 0"},
+		{[]laneStats{lane("tx", queue.Stats{SentLastHour: 16, FailedLastHour: 5, FailureRate: 5.0 / 21})}, checkCritical, "CRITICAL: lane tx failure rate 23.8% of 21 over 20.0%"},
+		{[]laneStats{lane("tx", queue.Stats{Backlog: 101, Stuck: 1})}, checkCritical, "CRITICAL: lane tx backlog 101 over 100, 1 stuck in sending over 0"},
+		{[]laneStats{lane("tx", queue.Stats{}, queue.Pause{By: "operator", Reason: "x"})}, checkWarning, "WARNING: lane tx paused by operator: x"},
+		{[]laneStats{lane("a", queue.Stats{Stuck: 2}), lane("b", queue.Stats{}, queue.Pause{By: "breaker"})}, checkCritical, "CRITICAL: lane a 2 stuck in sending over 0; lane b paused by breaker"},
+	}
+	for _, c := range cases {
+		code, line := evaluate(c.stats, th)
+		assert.Equal(t, c.code, code, c.line)
+		assert.Equal(t, c.line, line)
+	}
+	for in, want := range map[string]float64{"20%": 0.2, "0.05": 0.05, "100%": 1} {
+		got, err := parseRate(in)
+		require.NoError(t, err)
+		assert.InDelta(t, want, got, 1e-9, in)
+	}
+	for _, bad := range []string{"lots", "120%", "-1"} {
+		_, err := parseRate(bad)
+		assert.Error(t, err, bad)
 	}
 }
