@@ -15,6 +15,8 @@ import (
 
 // tracker counts deliveries by Message-ID.
 type tracker struct {
+	total int // mails enqueued; fixed
+
 	mu        sync.Mutex
 	seen      map[string]int32
 	distinct  int
@@ -26,7 +28,7 @@ type tracker struct {
 }
 
 func newTracker(ids []string) *tracker {
-	t := &tracker{seen: make(map[string]int32, len(ids)), done: make(chan struct{}), last: time.Now()}
+	t := &tracker{total: len(ids), seen: make(map[string]int32, len(ids)), done: make(chan struct{}), last: time.Now()}
 	for _, id := range ids {
 		t.seen[id] = 0
 	}
@@ -48,7 +50,7 @@ func (t *tracker) deliver(id string) {
 	if n == 0 {
 		t.lastNew = t.last
 		t.distinct++
-		if t.distinct == len(t.seen) {
+		if t.distinct == t.total {
 			close(t.done)
 		}
 	}
@@ -75,7 +77,7 @@ func (t *tracker) wait(ctx context.Context, stall time.Duration, progress io.Wri
 		case now := <-tick.C:
 			distinct, delivered, _, last := t.counts()
 			fmt.Fprintf(progress, "%s: drain %d/%d delivered (%d deliveries), %.0f/s, %.0fs\n",
-				label, distinct, len(t.seen), delivered, float64(distinct-prev), now.Sub(start).Seconds())
+				label, distinct, t.total, delivered, float64(distinct-prev), now.Sub(start).Seconds())
 			prev = distinct
 			if now.Sub(last) > stall {
 				fmt.Fprintf(progress, "%s: no delivery for %v: giving up\n", label, stall)
