@@ -21,6 +21,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/mailspool/mailspool/alert"
 	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
@@ -29,10 +30,6 @@ import (
 // DefaultDatabase is the database used when neither the database argument
 // of Load, the config file nor MAILSPOOL_DATABASE names one.
 const DefaultDatabase = "sqlite:mailspool.db"
-
-// DefaultTransport is the transport of the lane Load returns without a
-// config file.
-const DefaultTransport = "fake://"
 
 // fileConfig is the TOML config file:
 //
@@ -90,6 +87,7 @@ type laneConfig struct {
 	CleanupInterval    string            `toml:"cleanup_interval"`
 	KeepSent           string            `toml:"keep_sent"`
 	KeepFailed         string            `toml:"keep_failed"`
+	LockTimeout        string            `toml:"lock_timeout"`
 	Rules              []ruleConfig      `toml:"rules"`
 	Alerts             *laneAlertsConfig `toml:"alerts"`
 }
@@ -139,7 +137,9 @@ var laneName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 // Load reads the config file at path and applies the environment and
 // database ("" = not given), which replaces the database URL of the file and
 // of MAILSPOOL_DATABASE. With path "" there is no file: one lane "default"
-// on table mail_queue with DefaultTransport. Every value is checked here, by
+// on table mail_queue, with the transport MAILSPOOL_LANE_DEFAULT_TRANSPORT
+// names or none: there is no default transport, so a worker never sends
+// real mail through the fake by accident. Every value is checked here, by
 // the rules of queue.New and queue.NewWorker, and an error names its key.
 func Load(path, database string) (*Config, error) {
 	fc := fileConfig{}
@@ -159,7 +159,7 @@ func Load(path, database string) (*Config, error) {
 			return nil, fmt.Errorf("config: %s: no [lanes.NAME] section", path)
 		}
 	} else {
-		fc.Lanes = map[string]laneConfig{"default": {Transport: DefaultTransport}}
+		fc.Lanes = map[string]laneConfig{"default": {}}
 	}
 	cfg := &Config{Database: fc.Database}
 	if err := cfg.loadWatch(&fc); err != nil {
@@ -179,25 +179,58 @@ func Load(path, database string) (*Config, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	tables := map[string]string{}
+	envs := map[string]string{}
 	for _, name := range names {
-		ls, err := buildLane(name, fc.Lanes[name])
+		ls, err := buildLane(name, fc.Lanes[name], path != "")
 		if err != nil {
 			return nil, err
 		}
-		if other, dup := tables[ls.Lane.Table]; dup {
-			return nil, fmt.Errorf("config: lanes.%s.table: table %q is already lane %s's; lanes never share a table", name, ls.Lane.Table, other)
+		if other, dup := envs[laneEnv(name)]; dup {
+			return nil, fmt.Errorf("config: lanes.%s: lanes %s and %s would both take their transport from %s; rename one", name, other, name, laneEnv(name))
 		}
-		tables[ls.Lane.Table] = name
+		envs[laneEnv(name)] = name
 		if ls.Alerts, err = laneAlerts(name, fc.Lanes[name].Alerts, cfg.Alerts != nil); err != nil {
 			return nil, err
 		}
 		cfg.Lanes = append(cfg.Lanes, ls)
 	}
+	if err := checkTables(cfg.Lanes); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 
-func buildLane(name string, lc laneConfig) (Lane, error) {
+// checkTables refuses lanes whose tables would be one table: names are
+// compared without case (SQLite, and MySQL on some systems, ignore it), and
+// a lane's table may not be another lane's rate-limit table (its table +
+// "_limits"); queue.Lane.Validate already keeps mailspool_schema out.
+func checkTables(lanes []Lane) error {
+	owner := map[string]string{} // lower-case table name → "lane X's table T"
+	for _, l := range lanes {
+		for _, t := range []string{l.Lane.Table, l.Lane.Table + "_limits"} {
+			key := strings.ToLower(t)
+			if other, dup := owner[key]; dup {
+				return fmt.Errorf("config: lanes.%s.table: %q is the same table as %s (names are compared without case); lanes never share a table", l.Lane.Name, t, other)
+			}
+			owner[key] = fmt.Sprintf("lane %s's table %q", l.Lane.Name, t)
+		}
+	}
+	return nil
+}
+
+// CheckTransport returns an error unless the lane has a transport, saying
+// how to give it one. Commands that send (the worker, a test send) call it;
+// the others work without a transport.
+func (l Lane) CheckTransport() error {
+	if l.Transport != "" {
+		return nil
+	}
+	return fmt.Errorf("config: lane %s has no transport: name one in the config file (transport = \"smtp://user@smtp.example.com:587?password_env=SMTP_PASSWORD\") or set %s; there is no default (fake:// replays recorded replies and delivers nothing, for trying things out)", l.Lane.Name, laneEnv(l.Lane.Name))
+}
+
+// buildLane checks one lane; fromFile says it comes from a config file,
+// where a lane without a transport is a mistake.
+func buildLane(name string, lc laneConfig, fromFile bool) (Lane, error) {
 	key := "lanes." + name
 	if !laneName.MatchString(name) {
 		return Lane{}, fmt.Errorf("config: %s: lane names are 1-32 of a-z, 0-9, _ and -, starting with a letter", key)
@@ -209,7 +242,7 @@ func buildLane(name string, lc laneConfig) (Lane, error) {
 	if v := os.Getenv(laneEnv(name)); v != "" {
 		ls.Transport = v
 	}
-	if ls.Transport == "" {
+	if ls.Transport == "" && fromFile {
 		return fail("transport", fmt.Errorf("missing (a transport URL, or set %s)", laneEnv(name)))
 	}
 	l := queue.Lane{Name: name, Table: lc.Table, MaxSize: lc.MaxSize}
@@ -230,6 +263,11 @@ func buildLane(name string, lc laneConfig) (Lane, error) {
 	if l.Retry.ConnectionSchedule, err = parseDurations(lc.ConnectionSchedule); err != nil {
 		return fail("connection_schedule", err)
 	}
+	if lc.LockTimeout != "" {
+		if l.LockTimeout, err = duration.Positive(lc.LockTimeout); err != nil {
+			return fail("lock_timeout", err)
+		}
+	}
 	ls.Lane = l
 	w := queue.WorkerOptions{Batch: lc.Batch, Concurrency: lc.Concurrency, MaxMessages: lc.MaxMessages}
 	for _, d := range []struct {
@@ -249,11 +287,8 @@ func buildLane(name string, lc laneConfig) (Lane, error) {
 		if d.value == "" {
 			continue
 		}
-		if *d.dst, err = ParseDuration(d.value); err != nil {
+		if *d.dst, err = duration.Positive(d.value); err != nil {
 			return fail(d.field, err)
-		}
-		if *d.dst <= 0 {
-			return fail(d.field, fmt.Errorf("%q is not positive", d.value))
 		}
 	}
 	ls.Worker = w
@@ -294,7 +329,7 @@ func buildRules(rcs []ruleConfig) (*classify.Rules, error) {
 		r := classify.Rule{Name: rc.Name, Code: rc.Code, Enhanced: rc.Enhanced, Text: rc.Text, Error: rc.Error, Kind: kind}
 		var err error
 		if rc.RetryAfter != "" {
-			if r.RetryAfter, err = ParseDuration(rc.RetryAfter); err != nil {
+			if r.RetryAfter, err = duration.Positive(rc.RetryAfter); err != nil {
 				return nil, fmt.Errorf("rule %s: retry_after: %w", name, err)
 			}
 		}
@@ -347,7 +382,7 @@ func laneEnv(name string) string {
 }
 
 // parseLimit reads "N/DURATION" ("3/1h", "20/24h", "100/1d") or "off";
-// "" means the default.
+// "" is "off" too: lanes have no limits unless they are set.
 func parseLimit(s string) (queue.Limit, error) {
 	switch s {
 	case "":
@@ -360,27 +395,14 @@ func parseLimit(s string) (queue.Limit, error) {
 	if !ok || err != nil || count < 1 {
 		return queue.Limit{}, fmt.Errorf("%q is not N/DURATION (e.g. 3/1h) or off", s)
 	}
-	d, err := ParseDuration(strings.TrimSpace(per))
-	if err != nil || d <= 0 {
+	d, err := duration.Positive(strings.TrimSpace(per))
+	if errors.Is(err, duration.ErrTooLong) {
+		return queue.Limit{}, err
+	}
+	if err != nil {
 		return queue.Limit{}, fmt.Errorf("%q is not N/DURATION (e.g. 3/1h) or off", s)
 	}
 	return queue.Limit{N: count, Per: d}, nil
-}
-
-// ParseDuration is time.ParseDuration that also takes whole days ("30d").
-func ParseDuration(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil {
-			return 0, fmt.Errorf("%q is not a duration (e.g. 90s, 10m, 2h, 30d)", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration (e.g. 90s, 10m, 2h, 30d)", s)
-	}
-	return d, nil
 }
 
 func parseDurations(ss []string) ([]time.Duration, error) {
@@ -392,12 +414,9 @@ func parseDurations(ss []string) ([]time.Duration, error) {
 	}
 	ds := make([]time.Duration, len(ss))
 	for i, s := range ss {
-		d, err := ParseDuration(s)
+		d, err := duration.Positive(s)
 		if err != nil {
 			return nil, err
-		}
-		if d <= 0 {
-			return nil, fmt.Errorf("%q is not positive", s)
 		}
 		ds[i] = d
 	}

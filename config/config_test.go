@@ -73,7 +73,7 @@ batch = 20
 	require.NoError(t, err)
 	assert.Equal(t, config.DefaultDatabase, cfg.Database)
 	require.Len(t, cfg.Lanes, 1)
-	assert.Equal(t, config.DefaultTransport, cfg.Lanes[0].Transport)
+	assert.Empty(t, cfg.Lanes[0].Transport, "no default transport")
 }
 
 // The queue's own limits are the config's: what New or NewWorker would
@@ -177,5 +177,60 @@ kind  = "connection"
 		_, err := config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\"\n"+content), "")
 		require.Error(t, err, content)
 		assert.Contains(t, err.Error(), want, content)
+	}
+}
+
+// TestNoDefaultTransport: without a config file the lane has no transport
+// (the fake used to be the silent default), and a worker refuses to start,
+// saying how to configure one, before it claims anything.
+func TestNoDefaultTransport(t *testing.T) {
+	t.Setenv("MAILSPOOL_LANE_DEFAULT_TRANSPORT", "")
+	cfg, err := config.Load("", "")
+	require.NoError(t, err)
+	err = cfg.Lanes[0].CheckTransport()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lane default has no transport")
+	assert.Contains(t, err.Error(), "MAILSPOOL_LANE_DEFAULT_TRANSPORT")
+	err = config.Run(context.Background(), nil, cfg.Lanes, nil)
+	assert.ErrorContains(t, err, "has no transport")
+
+	t.Setenv("MAILSPOOL_LANE_DEFAULT_TRANSPORT", "smtp://relay.example.com:25?tls=none")
+	cfg, err = config.Load("", "")
+	require.NoError(t, err)
+	assert.Equal(t, "smtp://relay.example.com:25?tls=none", cfg.Lanes[0].Transport)
+	assert.NoError(t, cfg.Lanes[0].CheckTransport())
+}
+
+// TestLaneTablesNeverCollide: tables are one table when their names differ
+// only in case (SQLite), and a lane's table may not be another lane's
+// rate-limit table or mailspool's own table.
+func TestLaneTablesNeverCollide(t *testing.T) {
+	for body, want := range map[string]string{
+		"[lanes.a]\ntransport = \"fake://\"\ntable = \"t_a\"\n[lanes.b]\ntransport = \"fake://\"\ntable = \"T_A\"\n":          `"T_A" is the same table as lane a's table "t_a"`,
+		"[lanes.a]\ntransport = \"fake://\"\ntable = \"mail\"\n[lanes.b]\ntransport = \"fake://\"\ntable = \"mail_limits\"\n": "reserved for the rate-limit table",
+		"[lanes.a]\ntransport = \"fake://\"\ntable = \"mail\"\n[lanes.b]\ntransport = \"fake://\"\ntable = \"MAIL_Limits\"\n": "reserved for the rate-limit table",
+		"[lanes.a]\ntransport = \"fake://\"\ntable = \"mailspool_schema\"\n":                                                  "mailspool's own tables",
+		"[lanes.a]\ntransport = \"fake://\"\ntable = \"Mailspool_Lanes\"\n":                                                   "mailspool's own tables",
+		"[lanes.a-b]\ntransport = \"fake://\"\ntable = \"t1\"\n[lanes.a_b]\ntransport = \"fake://\"\ntable = \"t2\"\n":        "MAILSPOOL_LANE_A_B_TRANSPORT",
+	} {
+		_, err := config.Load(writeConfig(t, body), "")
+		require.Error(t, err, body)
+		assert.Contains(t, err.Error(), want, body)
+	}
+}
+
+// TestDayDurationsThatOverflow: a day count too large for a duration is an
+// error naming the key, never a wrapped-around value.
+func TestDayDurationsThatOverflow(t *testing.T) {
+	for line, want := range map[string]string{
+		`keep_sent = "213504d"`:              "lanes.tx.keep_sent",
+		`retry_schedule = ["2m", "213504d"]`: "lanes.tx.retry_schedule",
+		`recipient_limit = "3/213504d"`:      "lanes.tx.recipient_limit",
+		`send_timeout = "9999999999h"`:       "lanes.tx.send_timeout",
+	} {
+		_, err := config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\"\n"+line+"\n"), "")
+		require.Error(t, err, line)
+		assert.Contains(t, err.Error(), want, line)
+		assert.Contains(t, err.Error(), "too long", line)
 	}
 }

@@ -47,6 +47,12 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 	if o.Transports == nil {
 		o.Transports = Transports()
 	}
+	// A lane without a transport stops everything before a row is claimed.
+	for _, l := range lanes {
+		if err := l.CheckTransport(); err != nil {
+			return err
+		}
+	}
 	log := o.Logger
 	watch, err := newWatcher(db, lanes, o)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/alert"
+	"github.com/mailspool/mailspool/internal/duration"
 )
 
 // alertsConfig is the [alerts] section:
@@ -75,7 +76,7 @@ func (c *Config) loadWatch(fc *fileConfig) error {
 		return fmt.Errorf("config: alerts.format: %q is not json or slack", ac.Format)
 	}
 	if ac.Interval != "" {
-		d, err := ParseDuration(ac.Interval)
+		d, err := duration.Positive(ac.Interval)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("config: alerts.interval: %q is not a positive duration", ac.Interval)
 		}

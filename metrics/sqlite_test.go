@@ -1,5 +1,4 @@
 package metrics_test
 
-// The tests open SQLite through queue/dburl, which leaves linking the
-// driver to the program.
+// The tests open SQLite databases: link the driver, as a program would.
 import _ "modernc.org/sqlite"

@@ -123,8 +123,8 @@ func (q *Queue) writeEach(ctx context.Context, db execer, ups []rowUpdate, fence
 				set += `, sent_at = ?, provider_id = ?`
 				args = append(args, u.sentAt, u.providerID)
 			} else {
-				set += `, last_code = ?, last_rule = ?, last_error = ?`
-				args = append(args, u.lastCode, u.lastRule, u.lastError)
+				set += `, last_code = ?, last_error = ?, last_rule = ?`
+				args = append(args, u.lastCode, u.lastError, u.lastRule)
 			}
 		}
 		args = append(append(args, u.id), fenceArgs...)

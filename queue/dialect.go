@@ -149,3 +149,18 @@ func placeholders(n int) string {
 	}
 	return strings.Repeat("?,", n-1) + "?"
 }
+
+// lockBounded prefixes an enqueue statement so that the server waits at
+// most secs for a table's metadata lock (LOCK TABLES, a schema change) or a
+// row lock, instead of the server's lock_wait_timeout (a day by default).
+func (d dialect) lockBounded(stmt string, secs int) string {
+	switch {
+	case d.sqlite:
+		return stmt // the busy timeout bounds SQLite's waits
+	case d.mariadb:
+		return fmt.Sprintf("SET STATEMENT lock_wait_timeout=%d, innodb_lock_wait_timeout=%d FOR %s", secs, secs, stmt)
+	default:
+		verb, rest, _ := strings.Cut(stmt, " ")
+		return fmt.Sprintf("%s /*+ SET_VAR(lock_wait_timeout=%d) SET_VAR(innodb_lock_wait_timeout=%d) */ %s", verb, secs, secs, rest)
+	}
+}

@@ -252,12 +252,13 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 	if !o.notAfter.IsZero() {
 		notAfter = o.notAfter.UnixMilli()
 	}
-	res, err := exec.ExecContext(ctx, `INSERT INTO `+q.table+` (status, attempts, max_attempts, next_run, not_after, created_at,
+	res, err := exec.ExecContext(ctx, q.d.lockBounded(`INSERT INTO `+q.table+` (status, attempts, max_attempts, next_run, not_after, created_at,
   message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name,
-  subject, text_body, html_body, headers) VALUES (0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  subject, text_body, html_body, headers) VALUES (0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, q.lockWait),
 		o.maxAttempts, now.Add(o.delay).UnixMilli(), notAfter, now.UnixMilli(),
 		msgID, idem, o.template, o.clientIP, m.From.Address, m.From.Name, m.To.Address, m.To.Name,
 		m.ReplyTo.Address, m.ReplyTo.Name, m.Subject, m.Text, m.HTML, string(headers))
+	err = q.lockError(err)
 	if err != nil {
 		return 0, fmt.Errorf("queue: enqueue into %s: %w", q.lane.Table, err)
 	}
@@ -278,7 +279,7 @@ func (q *Queue) idempotent(ctx context.Context, exec DBTX, key string, locked bo
 		lock = " LOCK IN SHARE MODE"
 	}
 	var id int64
-	err := exec.QueryRowContext(ctx, `SELECT id FROM `+q.table+` WHERE idem_key = ?`+lock, key).Scan(&id)
+	err := q.lockError(exec.QueryRowContext(ctx, q.d.lockBounded(`SELECT id FROM `+q.table+` WHERE idem_key = ?`+lock, q.lockWait), key).Scan(&id))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, false, nil
@@ -313,3 +314,12 @@ func parseHeaders(s string) ([]transport.Header, error) {
 
 // normalizeAddr is the form an address is rate-limited under.
 func normalizeAddr(a string) string { return strings.ToLower(strings.TrimSpace(a)) }
+
+// lockError turns a lock wait timeout (MySQL/MariaDB error 1205) into an
+// error that says what happened.
+func (q *Queue) lockError(err error) error {
+	if err != nil && strings.Contains(err.Error(), "Error 1205") {
+		return fmt.Errorf("queue: enqueue into %s: waited more than %ds for a lock on the queue tables (another session holds them: LOCK TABLES, a schema change, a long transaction); nothing was written: %w", q.lane.Table, q.lockWait, err)
+	}
+	return err
+}

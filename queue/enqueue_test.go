@@ -18,7 +18,7 @@ func TestEnqueueRollbackLeavesNothing(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
-		q := newQueue(t, s.db, Lane{}, nil)
+		q := newQueue(t, s.db, Lane{RecipientLimit: SignupRecipientLimit, IPLimit: SignupIPLimit}, nil)
 		tx, err := s.db.BeginTx(ctx, nil)
 		require.NoError(t, err)
 		id, err := q.Enqueue(ctx, tx, testMessage("ann@example.com"), ClientIP("192.0.2.7"))

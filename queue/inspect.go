@@ -32,10 +32,9 @@ type Row struct {
 	// LastKind is the last outcome: sent, temporary, permanent, connection,
 	// expired (the not-after deadline passed), poison (its worker died on it
 	// every time) or cancelled (by an operator).
-	LastKind string `json:"last_kind,omitempty"`
-	LastCode int    `json:"last_code,omitempty"`
-	// LastRule is the classification rule that decided the last failure.
-	LastRule       string `json:"last_rule,omitempty"`
+	LastKind       string `json:"last_kind,omitempty"`
+	LastCode       int    `json:"last_code,omitempty"`
+	LastRule       string `json:"last_rule,omitempty"` // the classification rule that decided the last failure
 	LastError      string `json:"last_error,omitempty"`
 	MaybeDelivered bool   `json:"maybe_delivered,omitempty"`
 	// Crashes counts the leases that expired while the mail was sending:

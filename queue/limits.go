@@ -22,7 +22,7 @@ type RateLimitError struct {
 	Limit      string // "recipient" or "client IP"
 	Max        int
 	Per        time.Duration
-	RetryAfter time.Duration // when the limit will allow one more
+	RetryAfter time.Duration // when the limit will allow one more; at most Per
 }
 
 func (e *RateLimitError) Error() string {
@@ -89,7 +89,10 @@ func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message
 	} else {
 		upsert.WriteString(` ON DUPLICATE KEY UPDATE n = n + 1`)
 	}
-	if _, err := exec.ExecContext(ctx, upsert.String(), upArgs...); err != nil {
+	if _, err := exec.ExecContext(ctx, q.d.lockBounded(upsert.String(), q.lockWait), upArgs...); err != nil {
+		if lerr := q.lockError(err); lerr != err {
+			return nil, lerr
+		}
 		return nil, fmt.Errorf("queue: enqueue: counting the %s limit: %w", cs[0].what, err)
 	}
 	undo = func() error {
@@ -134,7 +137,10 @@ func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message
 		if estimate := float64(c.prev)*overlap + float64(c.cur); estimate <= float64(c.l.N)+1e-9 {
 			continue
 		}
-		refused := &RateLimitError{Limit: c.what, Max: c.l.N, Per: c.l.Per, RetryAfter: limitRetryAfter(c.prev, c.cur, c.l.N, nowMS, c.window, per)}
+		// The estimate can point past the window; by then every mail
+		// counted here has slid out of it, so Per is always enough.
+		retry := min(limitRetryAfter(c.prev, c.cur, c.l.N, nowMS, c.window, per), c.l.Per)
+		refused := &RateLimitError{Limit: c.what, Max: c.l.N, Per: c.l.Per, RetryAfter: retry}
 		if err := undo(); err != nil {
 			return nil, errors.Join(refused, err)
 		}

@@ -9,13 +9,41 @@ import (
 	"time"
 )
 
-// Limit allows N events per Per. A zero Limit means no limit.
+// Limit allows N events per Per. The zero Limit means no limit; otherwise
+// N must be positive and Per at least a second (Lane validation says so
+// when they are not, instead of silently not limiting).
 type Limit struct {
 	N   int
 	Per time.Duration
 }
 
-func (l Limit) off() bool { return l.N <= 0 || l.Per <= 0 }
+func (l Limit) off() bool { return l == Limit{} }
+
+func (l Limit) check() error {
+	switch {
+	case l.off():
+		return nil
+	case l.N <= 0:
+		return fmt.Errorf("limit %d per %v: N must be positive (the zero Limit means no limit)", l.N, l.Per)
+	case l.Per < time.Second:
+		return fmt.Errorf("limit %d per %v: Per must be at least 1s", l.N, l.Per)
+	}
+	return nil
+}
+
+// NoLimit is the zero Limit, spelt out: no limit.
+var NoLimit = Limit{}
+
+// The anti-abuse preset for sign-up, verification and password-reset mail,
+// which anyone can trigger for any address: at most 3 mails per recipient
+// per hour, and 20 per client IP per day (for enqueues that pass ClientIP).
+// Lanes have no limits unless they are set:
+//
+//	queue.Lane{RecipientLimit: queue.SignupRecipientLimit, IPLimit: queue.SignupIPLimit}
+var (
+	SignupRecipientLimit = Limit{N: 3, Per: time.Hour}
+	SignupIPLimit        = Limit{N: 20, Per: 24 * time.Hour}
+)
 
 // Lane is one independent stream of mail: its own table, limits and retry
 // policy (and, in a worker, its own transport). Transactional and marketing
@@ -27,21 +55,23 @@ type Lane struct {
 	// Table is the queue table; DefaultTable ("mail_queue") when empty. The
 	// rate-limit counters live in Table + "_limits".
 	Table string
-	// RecipientLimit bounds mails enqueued per recipient address
-	// (default 3 per hour). Set NoLimit to turn it off.
+	// RecipientLimit bounds mails enqueued per recipient address; zero
+	// means no limit. See SignupRecipientLimit.
 	RecipientLimit Limit
-	// IPLimit bounds mails enqueued per client IP (default 20 per day), for
-	// enqueues that pass ClientIP. Set NoLimit to turn it off.
+	// IPLimit bounds mails enqueued per client IP, for enqueues that pass
+	// ClientIP; zero means no limit. See SignupIPLimit.
 	IPLimit Limit
 	// MaxSize bounds Message.Size() in bytes (default 1 MiB, at most
 	// transport.MaxMessageSize).
 	MaxSize int
 	// Retry is the retry policy; zero fields take the defaults.
 	Retry RetryPolicy
+	// LockTimeout bounds how long an enqueue waits for a lock on the queue
+	// tables on MySQL/MariaDB (another session's LOCK TABLES, a schema
+	// change, a row lock) before it fails with nothing written; whole
+	// seconds, default DefaultLockTimeout. SQLite waits its busy timeout.
+	LockTimeout time.Duration
 }
-
-// NoLimit turns a default limit off.
-var NoLimit = Limit{N: -1}
 
 // DefaultMaxSize is the default Lane.MaxSize.
 const DefaultMaxSize = 1 << 20
@@ -52,6 +82,8 @@ type Queue struct {
 	d     dialect
 	lane  Lane
 	clock Clock
+
+	lockWait int // seconds an enqueue waits for a lock (MySQL/MariaDB)
 
 	table  string // quoted
 	limits string // quoted
@@ -68,13 +100,17 @@ type Options struct {
 	Clock Clock
 }
 
+// DefaultLockTimeout is the default Lane.LockTimeout.
+const DefaultLockTimeout = 5 * time.Second
+
 // New returns the Queue for lane on db, which must be a MySQL/MariaDB
 // (github.com/go-sql-driver/mysql) or SQLite (modernc.org/sqlite) handle.
 // It does not create tables; run Migrate first. nil opts means defaults.
 //
-// For SQLite, open the database with "_txlock=immediate" and a busy
-// timeout (package dburl does), so that concurrent writers queue up instead
-// of failing.
+// An SQLite handle must have a busy timeout and begin its transactions
+// IMMEDIATE, so that concurrent writers queue up instead of failing with
+// SQLITE_BUSY; New returns an error saying how to open it otherwise.
+// Package dburl opens it so: dburl.Open("sqlite:path/to/file.db").
 func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, error) {
 	if db == nil {
 		return nil, errors.New("queue: New with a nil *sql.DB")
@@ -87,10 +123,16 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	if err != nil {
 		return nil, err
 	}
+	if d.sqlite {
+		if err := checkSQLite(ctx, db); err != nil {
+			return nil, err
+		}
+	}
 	q := &Queue{db: db, d: d, lane: lane, clock: systemClock{}}
 	if opts != nil && opts.Clock != nil {
 		q.clock = opts.Clock
 	}
+	q.lockWait = int(lane.LockTimeout / time.Second)
 	q.table = d.quote(lane.Table)
 	q.limits = d.quote(lane.Table + "_limits")
 	q.lanes = d.quote(lanesTable)
@@ -121,14 +163,20 @@ func (l Lane) withDefaults() (Lane, error) {
 	if l.Name == "" {
 		l.Name = l.Table
 	}
-	if l.RecipientLimit == (Limit{}) {
-		l.RecipientLimit = Limit{N: 3, Per: time.Hour}
+	if err := l.RecipientLimit.check(); err != nil {
+		return l, fmt.Errorf("queue: lane %s: recipient %w", l.Name, err)
 	}
-	if l.IPLimit == (Limit{}) {
-		l.IPLimit = Limit{N: 20, Per: 24 * time.Hour}
+	if err := l.IPLimit.check(); err != nil {
+		return l, fmt.Errorf("queue: lane %s: client IP %w", l.Name, err)
 	}
 	if l.MaxSize == 0 {
 		l.MaxSize = DefaultMaxSize
+	}
+	if l.LockTimeout == 0 {
+		l.LockTimeout = DefaultLockTimeout
+	}
+	if l.LockTimeout < time.Second || l.LockTimeout%time.Second != 0 {
+		return l, fmt.Errorf("queue: lane %s: lock timeout %v is not a whole number of seconds (at least 1s)", l.Name, l.LockTimeout)
 	}
 	if l.MaxSize < 0 {
 		return l, fmt.Errorf("queue: lane %s: negative max size %d", l.Name, l.MaxSize)

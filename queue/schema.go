@@ -41,8 +41,27 @@ func StatusName(status int) string {
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,56}$`)
 
 func validTable(name string) error {
-	if !tableName.MatchString(name) {
+	lower := strings.ToLower(name)
+	switch {
+	case !tableName.MatchString(name):
 		return fmt.Errorf("queue: invalid table name %q (letters, digits and _, at most 57, not starting with a digit)", name)
+	case lower == schemaTable || lower == lanesTable:
+		return fmt.Errorf("queue: table name %q is one of mailspool's own tables", name)
+	case strings.HasSuffix(lower, "_limits"):
+		return fmt.Errorf("queue: table name %q ends in _limits, which is reserved for the rate-limit table of the lane whose table is %q", name, name[:len(name)-len("_limits")])
+	}
+	return nil
+}
+
+// distinctTables refuses a list of lane tables in which two are one table:
+// SQLite (and MySQL on some systems) ignore the case of table names.
+func distinctTables(tables []string) error {
+	seen := map[string]string{}
+	for _, t := range tables {
+		if other, dup := seen[strings.ToLower(t)]; dup {
+			return fmt.Errorf("queue: tables %q and %q are the same table (names are compared without case)", other, t)
+		}
+		seen[strings.ToLower(t)] = t
 	}
 	return nil
 }
@@ -243,6 +262,14 @@ func Migrate(ctx context.Context, db *sql.DB, tables ...string) error {
 	}
 	if len(tables) == 0 {
 		tables = []string{DefaultTable}
+	}
+	for _, t := range tables {
+		if err := validTable(t); err != nil {
+			return err
+		}
+	}
+	if err := distinctTables(tables); err != nil {
+		return err
 	}
 	if _, err := db.ExecContext(ctx, createSchemaTable(d)); err != nil {
 		return fmt.Errorf("queue: migrate: creating %s: %w", schemaTable, err)

@@ -93,7 +93,9 @@ func (m *Message) Size() int {
 }
 
 // Validate reports the first problem that would make m unsafe or impossible
-// to send: a missing or unparsable address, CR, LF or NUL in any header value
+// to send: a missing or unparsable address, a domain label that is empty,
+// longer than 63 bytes or starts or ends with a hyphen, a bidirectional
+// control character in an address or name, CR, LF or NUL in any header value
 // or name (header injection), an invalid, reserved or repeated header name, invalid
 // UTF-8, neither a text nor an HTML body, or a size over the limits above.
 // The returned error is a [*ValidationError] that matches [ErrInvalidMessage].
@@ -167,6 +169,12 @@ func validateAddress(field string, a mail.Address, required bool) error {
 	if reason := headerValueProblem(a.Name); reason != "" {
 		return &ValidationError{Field: field + ".name", Reason: reason}
 	}
+	if reason := bidiProblem(a.Name); reason != "" {
+		return &ValidationError{Field: field + ".name", Reason: reason}
+	}
+	if reason := bidiProblem(a.Address); reason != "" {
+		return &ValidationError{Field: field + ".address", Reason: reason}
+	}
 	if len(a.Address) > MaxAddressLength {
 		return &ValidationError{Field: field + ".address", Reason: fmt.Sprintf("is %d bytes long, at most %d allowed", len(a.Address), MaxAddressLength)}
 	}
@@ -177,7 +185,47 @@ func validateAddress(field string, a mail.Address, required bool) error {
 	if err != nil || parsed.Name != "" || parsed.Address != a.Address {
 		return &ValidationError{Field: field + ".address", Reason: fmt.Sprintf("%q is not a plain address like user@example.com", a.Address)}
 	}
+	if reason := domainProblem(a.Address[strings.LastIndexByte(a.Address, '@')+1:]); reason != "" {
+		return &ValidationError{Field: field + ".address", Reason: fmt.Sprintf("%q: %s", a.Address, reason)}
+	}
 	return nil
+}
+
+// bidiProblem describes the bidirectional-control character in s, or
+// returns "". Embeddings, overrides and isolates (U+202A-U+202E,
+// U+2066-U+2069) can make an address or name display as something else
+// than it is ("Trojan Source").
+func bidiProblem(s string) string {
+	for _, r := range s {
+		if r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069 {
+			return fmt.Sprintf("contains the bidirectional control character %U", r)
+		}
+	}
+	return ""
+}
+
+// domainProblem describes why the domain of an address is not a host name,
+// or returns "": each dot-separated label must be 1 to 63 bytes and must not
+// start or end with a hyphen (RFC 1035 2.3.1, RFC 5890 2.3.1). An address
+// literal ("[192.0.2.1]") is left to the address parser.
+func domainProblem(domain string) string {
+	if strings.HasPrefix(domain, "[") {
+		return ""
+	}
+	if len(domain) > 253 {
+		return fmt.Sprintf("the domain is %d bytes long, at most 253 allowed", len(domain))
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(domain, "."), ".") {
+		switch {
+		case label == "":
+			return "the domain has an empty label"
+		case len(label) > 63:
+			return fmt.Sprintf("the domain label %.20q... is %d bytes long, at most 63 allowed", label, len(label))
+		case strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-"):
+			return fmt.Sprintf("the domain label %q starts or ends with a hyphen", label)
+		}
+	}
+	return ""
 }
 
 // headerValueProblem describes why s cannot be a header value, or returns "".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -65,37 +66,115 @@ func (m *Mux) OpenTransport(ctx context.Context, rawURL string) (Transport, erro
 		return nil, fmt.Errorf("transport: cannot parse transport URL %q", Redact(rawURL))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("transport: transport URL %q has no scheme (want one of %s)", redacted(u), strings.Join(m.Schemes(), ", "))
+		return nil, fmt.Errorf("transport: transport URL %q has no scheme (want one of %s)", Redact(rawURL), strings.Join(m.Schemes(), ", "))
 	}
 	m.mu.RLock()
 	o := m.openers[strings.ToLower(u.Scheme)]
 	m.mu.RUnlock()
 	if o == nil {
-		return nil, fmt.Errorf("transport: unknown transport scheme %q in %q (registered: %s)", u.Scheme, redacted(u), strings.Join(m.Schemes(), ", "))
+		return nil, fmt.Errorf("transport: unknown transport scheme %q in %q (registered: %s)", u.Scheme, Redact(rawURL), strings.Join(m.Schemes(), ", "))
 	}
 	return o.OpenTransportURL(ctx, u)
 }
 
-// Redact returns rawURL with any password replaced by "xxxxx", also when
-// rawURL does not parse (then everything between "://" and the last "@"
-// before the path is replaced).
+// Redact returns rawURL fit for logs and errors: any password replaced by
+// "xxxxx", and the value of any query parameter whose name says it holds a
+// secret (password, pass, pwd, secret, token, key; not a name ending in
+// "_env", which names a variable). When rawURL does not parse as a URL with
+// user info where its "@" says there is some (a password containing "/",
+// "#" or "?", a DSN like "user:pw@tcp(host)/db", "user:pw@host"),
+// everything before its last "@" is replaced instead.
 func Redact(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
+	u, err := url.Parse(rawURL)
+	if err == nil && u.Opaque == "" && (u.User != nil || !strings.Contains(rawURL, "@")) {
+		u.RawQuery = redactQuery(u.RawQuery)
+		if u.Fragment != "" {
+			u.Fragment, u.RawFragment = "xxxxx", ""
+		}
 		return redacted(u)
 	}
-	i := strings.Index(rawURL, "://")
-	if i < 0 {
-		return rawURL
+	at := strings.LastIndex(rawURL, "@")
+	if at < 0 {
+		// No user info; still hide secret parameters.
+		return redactLoose(rawURL)
 	}
-	rest := rawURL[i+3:]
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
+	prefix := ""
+	if i := strings.Index(rawURL[:at], "://"); i >= 0 && urlScheme.MatchString(rawURL[:i]) {
+		prefix = rawURL[:i+3]
 	}
-	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-		return rawURL[:i+3] + "xxxxx" + rest[at:]
+	return prefix + "xxxxx" + redactLoose(rawURL[at:])
+}
+
+// looseParam is a parameter name and its "=" anywhere in a string.
+var looseParam = regexp.MustCompile(`[A-Za-z0-9_.%-]+=`)
+
+// urlScheme is the syntax of a URL scheme (RFC 3986 3.1).
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
+// RedactURL is Redact for a parsed URL; adapters use it in their errors
+// instead of url.URL.Redacted, which shows secret parameters.
+func RedactURL(u *url.URL) string { return Redact(u.String()) }
+
+// redactLoose redacts what is left of a URL that did not parse: the values
+// of secret parameters wherever "name=value" pairs appear, and any
+// fragment whole.
+func redactLoose(s string) string {
+	s, _, hasFrag := strings.Cut(s, "#")
+	var b strings.Builder
+	last := 0
+	for _, m := range looseParam.FindAllStringIndex(s, -1) {
+		if m[0] < last || !secretParam(s[m[0]:m[1]-1]) {
+			continue
+		}
+		end := m[1] + strings.IndexAny(s[m[1]:]+"&", "&")
+		b.WriteString(s[last:m[1]])
+		b.WriteString("xxxxx")
+		last = end
 	}
-	return rawURL
+	b.WriteString(s[last:])
+	s = b.String()
+	if hasFrag {
+		s += "#xxxxx"
+	}
+	return s
+}
+
+// redactQuery replaces the values of secret-looking parameters in a raw
+// query string, leaving everything else as written.
+func redactQuery(raw string) string {
+	if raw == "" {
+		return raw
+	}
+	parts := strings.Split(raw, "&")
+	for i, p := range parts {
+		k, _, ok := strings.Cut(p, "=")
+		if !ok {
+			continue
+		}
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		if secretParam(name) {
+			parts[i] = k + "=xxxxx"
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// secretParam reports whether a query parameter of this name holds a
+// secret rather than, say, the name of the variable that holds it.
+func secretParam(name string) bool {
+	name = strings.ToLower(name)
+	if strings.HasSuffix(name, "_env") {
+		return false
+	}
+	for _, w := range []string{"pass", "pwd", "secret", "token", "key", "auth", "credential"} {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // redacted is u.Redacted() that keeps the "//" of a URL with an empty host
@@ -121,10 +200,10 @@ func CheckQuery(u *url.URL, known ...string) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(known, k) {
-			return fmt.Errorf("transport: unknown parameter %q in %s URL %q (known: %s)", k, u.Scheme, redacted(u), strings.Join(known, ", "))
+			return fmt.Errorf("transport: unknown parameter %q in %s URL %q (known: %s)", k, u.Scheme, RedactURL(u), strings.Join(known, ", "))
 		}
 		if len(q[k]) > 1 {
-			return fmt.Errorf("transport: parameter %q given %d times in %s URL %q", k, len(q[k]), u.Scheme, redacted(u))
+			return fmt.Errorf("transport: parameter %q given %d times in %s URL %q", k, len(q[k]), u.Scheme, RedactURL(u))
 		}
 	}
 	return nil

@@ -36,6 +36,17 @@ func TestValidate(t *testing.T) {
 		{"to.address", func(m *Message) { m.To.Address = "a@example.com\r\nRCPT TO:<b@example.com>" }},
 		{"to.name", func(m *Message) { m.To.Name = "Eve\r\nBcc: all@example.com" }},
 		{"reply_to.address", func(m *Message) { m.ReplyTo.Address = "@" }},
+		// Bidirectional controls make an address or name display as
+		// something else than it is.
+		{"to.name", func(m *Message) { m.To.Name = "Support \u202Emoc.knab" }},
+		{"from.name", func(m *Message) { m.From.Name = "Bank \u2066x\u2069" }},
+		{"to.address", func(m *Message) { m.To.Address = "j\u202E@example.com" }},
+		{"reply_to.address", func(m *Message) { m.ReplyTo.Address = "\u2067a@example.com" }},
+		// Domain labels must be host name labels.
+		{"to.address", func(m *Message) { m.To.Address = "j@-example.com" }},
+		{"to.address", func(m *Message) { m.To.Address = "j@example-.com" }},
+		{"to.address", func(m *Message) { m.To.Address = "j@mail.-x.example" }},
+		{"to.address", func(m *Message) { m.To.Address = "j@" + strings.Repeat("a", 64) + ".example" }},
 		{"subject", func(m *Message) { m.Subject = "hi\nBcc: x@example.com" }},
 		{"subject", func(m *Message) { m.Subject = "nul\x00" }},
 		{"subject", func(m *Message) { m.Subject = strings.Repeat("s", MaxLineLength+1) }},
@@ -70,6 +81,13 @@ func TestValidate(t *testing.T) {
 		}
 		if !errors.Is(err, ErrInvalidMessage) {
 			t.Errorf("%s: %v does not match ErrInvalidMessage", c.field, err)
+		}
+	}
+	for _, ok := range []string{"j@a-b.example", "j@" + strings.Repeat("a", 63) + ".example", "j@bücher.example", "j@[192.0.2.1]", "j@xn--bcher-kva.example"} {
+		m := validMessage()
+		m.To.Address = ok
+		if err := m.Validate(); err != nil {
+			t.Errorf("%s: %v", ok, err)
 		}
 	}
 	var nilMsg *Message
@@ -150,12 +168,70 @@ func TestRedact(t *testing.T) {
 		"smtp://u:sec%zzret@h:587/x":  "smtp://xxxxx@h:587/x",
 		"sendgrid://:key@default?x=1": "sendgrid://:xxxxx@default?x=1",
 		"fake://?script=ok":           "fake://?script=ok",
+		"sqlite:mailspool.db":         "sqlite:mailspool.db",
+		// Passwords that break the URL syntax.
+		"mysql://root:s3cret/PW@127.0.0.1:3306/app": "mysql://xxxxx@127.0.0.1:3306/app",
+		"mysql://root:pa#ss@127.0.0.1/app":          "mysql://xxxxx@127.0.0.1/app",
+		"mysql://root:12#34@127.0.0.1/app":          "mysql://xxxxx@127.0.0.1/app",
+		"mysql://root:pa?ss@127.0.0.1/app?tls=true": "mysql://xxxxx@127.0.0.1/app?tls=true",
+		// Not URLs at all, with credentials.
+		"root:pw@tcp(127.0.0.1:3306)/app": "xxxxx@tcp(127.0.0.1:3306)/app",
+		"user:pw@host":                    "xxxxx@host",
+		// Secrets given as parameters.
+		"smtp://h?password=hunter2&password_env=P": "smtp://h?password=xxxxx&password_env=P",
+		"sendgrid://default?api_key=SG.x":          "sendgrid://default?api_key=xxxxx",
+		// Found by FuzzRedact.
+		"smtp://0?@&token=hunter2":     "smtp://xxxxx@&token=xxxxx",
+		"smtp://= ?password=hunter2":   "smtp://= ?password=xxxxx",
+		"smtp://h?a#b&token=hunter2":   "smtp://h?a#xxxxx",
+		"root:S3://@tcp(127.0.0.1)/db": "xxxxx@tcp(127.0.0.1)/db",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
+
+// FuzzRedact puts a sentinel secret, followed by anything, where secrets go
+// in every URL form mailspool takes (and the forms people type by mistake),
+// and checks that neither Redact nor the errors of Mux.OpenTransport ever
+// show it.
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{"", "/PW", "#x", "?x", "@x", "%", "%zz", ":x", "/x@y", "&password=z", "\x00", "@h/p?q#f"} {
+		f.Add(s, "127.0.0.1:3306", "app")
+	}
+	mux := &Mux{}
+	mux.Register("smtp", opener{})
+	f.Fuzz(func(t *testing.T, tail, host, path string) {
+		secret := sentinel + tail
+		for _, form := range []string{
+			"mysql://root:%[1]s@%[2]s/%[3]s",
+			"smtp://user:%[1]s@%[2]s/%[3]s",
+			"smtps://:%[1]s@%[2]s",
+			"sendgrid://apikey:%[1]s@default?%[3]s",
+			"root:%[1]s@tcp(%[2]s)/%[3]s",
+			"root:%[1]s@%[2]s",
+			"smtp://%[2]s?password=%[1]s",
+			"smtp://%[2]s?%[3]s&token=%[1]s",
+			"ses://AKIA:%[1]s@default?region=%[3]s",
+		} {
+			for _, sec := range []string{secret, url.PathEscape(secret), url.QueryEscape(secret)} {
+				raw := fmt.Sprintf(form, sec, host, path)
+				if strings.Count(raw, sentinel) != 1 {
+					continue // the host or path repeats the sentinel: not a secret
+				}
+				if got := Redact(raw); strings.Contains(got, sentinel) {
+					t.Fatalf("Redact(%q) = %q shows the secret", raw, got)
+				}
+				if _, err := mux.OpenTransport(context.Background(), raw); err != nil && strings.Contains(err.Error(), sentinel) {
+					t.Fatalf("OpenTransport(%q) error %q shows the secret", raw, err)
+				}
+			}
+		}
+	})
+}
+
+const sentinel = "S3NT1NEL"
 
 func TestNewMessageID(t *testing.T) {
 	t.Parallel()

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/internal/duration"
 )
 
 // keepForever is a retention no row reaches: for the status cleanup
@@ -24,8 +24,8 @@ func runCleanup(ctx context.Context, e *env, args []string) error {
 	var age time.Duration
 	if *olderThan != "" {
 		var err error
-		if age, err = config.ParseDuration(*olderThan); err != nil || age <= 0 {
-			return usageError{fmt.Sprintf("--older-than %q: want a positive duration (90m, 12h, 30d)", *olderThan)}
+		if age, err = duration.Positive(*olderThan); err != nil {
+			return usageError{"--older-than: " + err.Error()}
 		}
 	}
 	switch *status {

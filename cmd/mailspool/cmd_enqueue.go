@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
 )
@@ -60,65 +62,125 @@ func (h *headerFlags) Set(s string) error {
 	return nil
 }
 
+// enqueueFlags are the flags of "mailspool enqueue".
+type enqueueFlags struct {
+	store              storeFlags
+	lane, file         string
+	asJSON             bool
+	mail               mailSpec
+	headers            headerFlags
+	textFile, htmlFile string
+}
+
+// prepared is one checked mail, ready to enqueue.
+type prepared struct {
+	msg  *transport.Message
+	opts []queue.Option
+}
+
 func runEnqueue(ctx context.Context, e *env, args []string) error {
+	fs, f := enqueueFlagSet(e)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	specs, err := f.specs(fs, e.stdin)
+	if err != nil {
+		return err
+	}
+	mails, err := prepare(specs) // everything is checked before anything is written
+	if err != nil {
+		return err
+	}
+	cfg, db, err := f.store.open()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	l, err := pickOneLane(cfg, f.lane)
+	if err != nil {
+		return err
+	}
+	ids, err := enqueueAll(ctx, e, db, l.Lane, mails)
+	if err != nil {
+		return err
+	}
+	return reportQueued(e, f.asJSON, l.Lane.Name, ids)
+}
+
+func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 	fs := newFlagSet(e, "enqueue", "[--db URL] [--config FILE] [--lane NAME] (--file mails.json | --from ADDR --to ADDR --subject S --text T ...)")
-	var sf storeFlags
-	sf.register(fs)
-	lane := fs.String("lane", "", "lane to queue into (default: the only lane; required when the config has several)")
-	file := fs.String("file", "", "JSON file with one mail object or an array of them (- for standard input); all are queued in one transaction or none")
-	asJSON := fs.Bool("json", false, "print the queued row ids as JSON")
-	var m mailSpec
-	var headers headerFlags
-	var textFile, htmlFile string
+	f := &enqueueFlags{}
+	f.store.register(fs)
+	fs.StringVar(&f.lane, "lane", "", "lane to queue into (default: the only lane; required when the config has several)")
+	fs.StringVar(&f.file, "file", "", "JSON file with one mail object or an array of them (- for standard input); all are queued in one transaction or none")
+	fs.BoolVar(&f.asJSON, "json", false, "print the queued row ids as JSON")
+	m := &f.mail
 	fs.StringVar(&m.From, "from", "", "sender, \"Name <addr>\" or addr")
 	fs.StringVar(&m.To, "to", "", "recipient, \"Name <addr>\" or addr")
 	fs.StringVar(&m.ReplyTo, "reply-to", "", "Reply-To address")
 	fs.StringVar(&m.Subject, "subject", "", "subject")
 	fs.StringVar(&m.Text, "text", "", "text body")
-	fs.StringVar(&textFile, "text-file", "", "read the text body from this file")
+	fs.StringVar(&f.textFile, "text-file", "", "read the text body from this file")
 	fs.StringVar(&m.HTML, "html", "", "HTML body")
-	fs.StringVar(&htmlFile, "html-file", "", "read the HTML body from this file")
-	fs.Var(&headers, "header", "extra header \"Name: value\" (repeatable)")
+	fs.StringVar(&f.htmlFile, "html-file", "", "read the HTML body from this file")
+	fs.Var(&f.headers, "header", "extra header \"Name: value\" (repeatable)")
 	fs.StringVar(&m.Template, "template", "", "template name, kept for statistics")
 	fs.IntVar(&m.MaxAttempts, "max-attempts", 0, "attempts before failing (1 = single attempt); default the lane's")
 	fs.StringVar(&m.NotAfter, "not-after", "", "drop the mail if not sent by this RFC 3339 time")
-	fs.StringVar(&m.Delay, "delay", "", "send no earlier than this long from now (e.g. 10m)")
+	fs.StringVar(&m.Delay, "delay", "", "send no earlier than this long from now (e.g. 10m, 2d)")
 	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "queue at most once per key")
 	fs.StringVar(&m.ClientIP, "client-ip", "", "client IP the lane's IP limit applies to")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	var specs []mailSpec
-	if *file != "" {
+	return fs, f
+}
+
+// specs returns the mails the command line gives: from --file, or the one
+// the message flags describe.
+func (f *enqueueFlags) specs(fs *flag.FlagSet, stdin io.Reader) ([]mailSpec, error) {
+	if f.file != "" {
 		if flagsGiven(fs, "file", "db", "config", "lane", "json") {
-			return usageError{"--file cannot be combined with message flags"}
+			return nil, usageError{"--file cannot be combined with message flags"}
 		}
-		var err error
-		if specs, err = readSpecs(*file); err != nil {
-			return err
-		}
-	} else {
-		m.Headers = headers
-		for _, f := range []struct {
-			path string
-			dst  *string
-		}{{textFile, &m.Text}, {htmlFile, &m.HTML}} {
-			if f.path == "" {
-				continue
-			}
-			b, err := os.ReadFile(f.path)
-			if err != nil {
-				return err
-			}
-			*f.dst = string(b)
-		}
-		specs = []mailSpec{m}
+		return readSpecs(f.file, stdin)
 	}
-	// Everything is checked before anything is written.
-	type prepared struct {
-		msg  *transport.Message
-		opts []queue.Option
+	m := f.mail
+	m.Headers = f.headers
+	for _, b := range []struct {
+		flag, path string
+		dst        *string
+	}{{"--text-file", f.textFile, &m.Text}, {"--html-file", f.htmlFile, &m.HTML}} {
+		if b.path == "" {
+			continue
+		}
+		body, err := readBody(b.path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", b.flag, err)
+		}
+		*b.dst = body
 	}
+	return []mailSpec{m}, nil
+}
+
+// readBody reads a body file, at most transport.MaxMessageSize bytes: a
+// larger file is refused after reading one byte more, not loaded whole.
+func readBody(path string) (string, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer file.Close()
+	b, err := io.ReadAll(io.LimitReader(file, transport.MaxMessageSize+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > transport.MaxMessageSize {
+		return "", fmt.Errorf("%s is larger than the message size limit of %d bytes", path, transport.MaxMessageSize)
+	}
+	return string(b), nil
+}
+
+// prepare builds and validates every mail; the first problem is an error
+// naming the mail.
+func prepare(specs []mailSpec) ([]prepared, error) {
 	mails := make([]prepared, len(specs))
 	for i, s := range specs {
 		msg, opts, err := s.build()
@@ -127,32 +189,27 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		}
 		if err != nil {
 			if len(specs) > 1 {
-				return fmt.Errorf("mail %d of %d: %w (nothing was queued)", i+1, len(specs), err)
+				return nil, fmt.Errorf("mail %d of %d: %w (nothing was queued)", i+1, len(specs), err)
 			}
-			return err
+			return nil, err
 		}
 		mails[i] = prepared{msg, opts}
 	}
+	return mails, nil
+}
 
-	cfg, db, err := sf.open()
+// enqueueAll queues every mail in one transaction, or none.
+func enqueueAll(ctx context.Context, e *env, db *sql.DB, lane queue.Lane, mails []prepared) ([]int64, error) {
+	q, err := queue.New(ctx, db, lane, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer db.Close()
-	l, err := pickOneLane(cfg, *lane)
-	if err != nil {
-		return err
-	}
-	q, err := queue.New(ctx, db, l.Lane, nil)
-	if err != nil {
-		return err
-	}
-	if err := queue.CheckSchema(ctx, db, l.Lane.Table); err != nil {
-		return err
+	if err := queue.CheckSchema(ctx, db, lane.Table); err != nil {
+		return nil, err
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	ids := make([]int64, len(mails))
@@ -160,27 +217,40 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	for i, p := range mails {
 		if ids[i], err = q.Enqueue(ctx, tx, p.msg, p.opts...); err != nil {
 			if len(mails) > 1 {
-				return fmt.Errorf("mail %d of %d: %w (nothing was queued)", i+1, len(mails), err)
+				return nil, fmt.Errorf("mail %d of %d: %w (nothing was queued)", i+1, len(mails), err)
 			}
-			return err
+			return nil, err
 		}
 		if progress && (i+1)%1000 == 0 {
 			fmt.Fprintf(e.stderr, "\rqueued %d of %d", i+1, len(mails))
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w (nothing was queued)", err)
+		return nil, fmt.Errorf("commit: %w (nothing was queued)", err)
 	}
 	if progress {
 		fmt.Fprintln(e.stderr)
 	}
-	if *asJSON {
-		return writeJSON(e.stdout, map[string]any{"lane": l.Lane.Name, "ids": ids})
+	return ids, nil
+}
+
+// reportQueued prints the rows queued. Mails that repeat an idempotency
+// key get the first one's id and queue nothing; they are counted apart.
+func reportQueued(e *env, asJSON bool, lane string, ids []int64) error {
+	distinct := map[int64]bool{}
+	for _, id := range ids {
+		distinct[id] = true
 	}
-	if len(ids) == 1 {
-		fmt.Fprintf(e.stdout, "queued mail %d in lane %s\n", ids[0], l.Lane.Name)
-	} else {
-		fmt.Fprintf(e.stdout, "queued %d mails (ids %d..%d) in lane %s\n", len(ids), ids[0], ids[len(ids)-1], l.Lane.Name)
+	if asJSON {
+		return writeJSON(e.stdout, map[string]any{"lane": lane, "ids": ids, "queued": len(distinct)})
+	}
+	switch {
+	case len(ids) == 1:
+		fmt.Fprintf(e.stdout, "queued mail %d in lane %s\n", ids[0], lane)
+	case len(distinct) == len(ids):
+		fmt.Fprintf(e.stdout, "queued %d mails (ids %d..%d) in lane %s\n", len(ids), ids[0], ids[len(ids)-1], lane)
+	default:
+		fmt.Fprintf(e.stdout, "queued %d mails in lane %s (%d of the %d given repeat an idempotency key and queued nothing)\n", len(distinct), lane, len(ids)-len(distinct), len(ids))
 	}
 	return nil
 }
@@ -213,9 +283,10 @@ func flagsGiven(fs *flag.FlagSet, except ...string) bool {
 	return given
 }
 
-// readSpecs reads one mail object or an array of them.
-func readSpecs(path string) ([]mailSpec, error) {
-	var r io.Reader = os.Stdin
+// readSpecs reads one mail object or an array of them, strictly (see
+// checkJSON).
+func readSpecs(path string, stdin io.Reader) ([]mailSpec, error) {
+	r := stdin
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
@@ -227,6 +298,9 @@ func readSpecs(path string) ([]mailSpec, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkJSON(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	data = bytes.TrimSpace(data)
 	decode := func(v any) error {
@@ -292,7 +366,7 @@ func (s mailSpec) build() (*transport.Message, []queue.Option, error) {
 		opts = append(opts, queue.NotAfter(t))
 	}
 	if s.Delay != "" {
-		d, err := config.ParseDuration(s.Delay)
+		d, err := duration.Parse(s.Delay)
 		if err != nil {
 			return nil, nil, fmt.Errorf("delay: %w", err)
 		}

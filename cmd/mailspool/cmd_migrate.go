@@ -29,7 +29,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if *printSQL {
 		return printMigrationSQL(e, sf, *lane, *store, *from)
 	}
-	cfg, db, err := sf.open()
+	cfg, db, err := sf.create()
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func runMigrateStatus(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, db, err := lf.open()
+	cfg, db, err := lf.create()
 	if err != nil {
 		return err
 	}

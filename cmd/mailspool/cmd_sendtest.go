@@ -5,15 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"strings"
 
 	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/fake"
 )
 
 // sendTestResult is the outcome "mailspool send-test --json" prints.
 type sendTestResult struct {
+	Transport      string  `json:"transport"` // redacted
+	Fake           bool    `json:"fake,omitempty"`
 	Kind           string  `json:"kind"`
 	MessageID      string  `json:"message_id,omitempty"`
 	Response       string  `json:"response,omitempty"`
@@ -60,8 +64,12 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if err := l.CheckTransport(); err != nil {
+			return fmt.Errorf("%w (or pass --transport URL)", err)
+		}
 		u, rules = l.Transport, l.Rules
 	}
+	fake := isFake(u)
 	tr, err := openTransport(ctx, u)
 	if err != nil {
 		return err
@@ -73,7 +81,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		Text: "This is a test mail sent by mailspool send-test through " + transport.Redact(u) + ".\n",
 	}
 	receipt, err := queue.SendNow(ctx, tr, msg)
-	res := sendTestResult{Kind: transport.KindOf(err).String(), MessageID: receipt.MessageID, Response: receipt.Response}
+	res := sendTestResult{Transport: transport.Redact(u), Fake: fake, Kind: transport.KindOf(err).String(), MessageID: receipt.MessageID, Response: receipt.Response}
 	var te *transport.Error
 	if errors.As(err, &te) {
 		res.Code, res.Enhanced, res.MaybeDelivered, res.Rule = te.Code, te.Enhanced, te.MaybeDelivered, te.Rule
@@ -86,22 +94,34 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		if werr := writeJSON(e.stdout, res); werr != nil {
 			return werr
 		}
-	} else if err == nil {
-		fmt.Fprintf(e.stdout, "sent: message id %s", res.MessageID)
-		if res.Response != "" {
-			fmt.Fprintf(e.stdout, " (%s)", res.Response)
+	} else {
+		if fake {
+			fmt.Fprintf(e.stdout, "transport %s is the fake: it replays recorded replies and delivers nothing\n", res.Transport)
 		}
-		fmt.Fprintln(e.stdout)
+		if err == nil {
+			fmt.Fprintf(e.stdout, "sent: message id %s", res.MessageID)
+			if res.Response != "" {
+				fmt.Fprintf(e.stdout, " (%s)", res.Response)
+			}
+			fmt.Fprintln(e.stdout)
+		}
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case transport.KindOf(err) == transport.Permanent && res.Rule != "":
-		return exitError{exitPermanent, fmt.Errorf("not sent (%s, rule %s): %w", res.Kind, res.Rule, err)}
-	case transport.KindOf(err) == transport.Permanent:
-		return exitError{exitPermanent, fmt.Errorf("not sent (%s): %w", res.Kind, err)}
-	case res.Rule != "":
-		return fmt.Errorf("not sent (%s, rule %s): %w", res.Kind, res.Rule, err)
 	}
-	return fmt.Errorf("not sent (%s): %w", res.Kind, err)
+	what := res.Kind
+	if res.Rule != "" {
+		what += ", rule " + res.Rule
+	}
+	err = fmt.Errorf("not sent (%s): %w", what, err)
+	if transport.KindOf(err) == transport.Permanent {
+		return exitError{exitPermanent, err}
+	}
+	return err
+}
+
+// isFake reports whether rawURL names the fake transport.
+func isFake(rawURL string) bool {
+	scheme, _, _ := strings.Cut(rawURL, ":")
+	return strings.EqualFold(scheme, fake.Scheme)
 }

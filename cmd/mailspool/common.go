@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -24,11 +25,25 @@ type storeFlags struct {
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.db, "db", "", "database URL: mysql://user:password@host:3306/dbname or sqlite:path (default: config, $MAILSPOOL_DATABASE, or "+config.DefaultDatabase+")")
-	fs.StringVar(&f.config, "config", "", "TOML config file with the lanes (default: one lane \"default\", table mail_queue, transport "+config.DefaultTransport+")")
+	fs.StringVar(&f.config, "config", "", "TOML config file with the lanes (default: one lane \"default\", table mail_queue, transport from $MAILSPOOL_LANE_DEFAULT_TRANSPORT)")
 }
 
-// open loads the config and opens the database.
+// open loads the config and opens the database, which "mailspool migrate"
+// must have made: a missing SQLite file is an error, not created.
 func (f *storeFlags) open() (*config.Config, *sql.DB, error) {
+	cfg, err := config.Load(f.config, f.db)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := dburl.OpenExisting(cfg.Database)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, db, nil
+}
+
+// create is open for migrate: it creates a missing SQLite file.
+func (f *storeFlags) create() (*config.Config, *sql.DB, error) {
 	cfg, err := config.Load(f.config, f.db)
 	if err != nil {
 		return nil, nil, err
@@ -76,6 +91,9 @@ func (f *laneFlags) openQueues(ctx context.Context) ([]config.Lane, []*queue.Que
 func queues(ctx context.Context, db *sql.DB, lanes []config.Lane, opts *queue.Options) ([]*queue.Queue, error) {
 	qs := make([]*queue.Queue, len(lanes))
 	for i, l := range lanes {
+		if err := queue.CheckSchema(ctx, db, l.Lane.Table); err != nil {
+			return nil, err
+		}
 		q, err := queue.New(ctx, db, l.Lane, opts)
 		if err != nil {
 			return nil, fmt.Errorf("lane %s: %w", l.Lane.Name, err)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/queue"
 )
 
@@ -42,7 +42,7 @@ func (f *filterFlags) filter(now time.Time) (queue.Filter, error) {
 // parseSince reads a duration back from now ("2h", "7d") or an RFC 3339
 // time.
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := config.ParseDuration(s); err == nil && d >= 0 {
+	if d, err := duration.Parse(s); err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {

@@ -194,6 +194,7 @@ func TestUnknownCommandAndFlags(t *testing.T) {
 }
 
 func TestWorkerExitsNonZeroWhenItsFileIsDeleted(t *testing.T) {
+	t.Setenv("MAILSPOOL_LANE_DEFAULT_TRANSPORT", "fake://")
 	path := filepath.Join(t.TempDir(), "q.db")
 	db := "sqlite:" + path
 	code, _, stderr := mailspool(t, "migrate", "--db", db)

@@ -25,8 +25,11 @@ package dburl
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -63,13 +66,50 @@ func Open(rawURL string) (*sql.DB, error) {
 		if err != nil {
 			return nil, err
 		}
+		if dir := filepath.Dir(sqlitePath(dsn)); !isDir(dir) {
+			return nil, fmt.Errorf("dburl: %s: the directory %s does not exist", redact(rawURL), dir)
+		}
 		if !slices.Contains(sql.Drivers(), sqliteDriver) {
 			return nil, fmt.Errorf("dburl: %s: this program links no SQLite driver; add import _ \"modernc.org/sqlite\"", redact(rawURL))
 		}
 		return sql.Open(sqliteDriver, dsn)
 	default:
+		if strings.Contains(rawURL, "@tcp(") || strings.Contains(rawURL, "@unix(") {
+			return nil, fmt.Errorf("dburl: %q is a go-sql-driver DSN, not a URL; write mysql://user:password@host:3306/dbname", redact(rawURL))
+		}
 		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql://... or sqlite:PATH", scheme, redact(rawURL))
 	}
+}
+
+// OpenExisting is Open for commands that only use a database that
+// "mailspool migrate" made: an SQLite file that does not exist is an error
+// saying so, and is not created.
+func OpenExisting(rawURL string) (*sql.DB, error) {
+	if scheme, _, _ := strings.Cut(rawURL, ":"); slices.Contains([]string{"sqlite", "sqlite3", "file"}, strings.ToLower(scheme)) {
+		dsn, err := SQLiteDSN(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		path := sqlitePath(dsn)
+		if dir := filepath.Dir(path); !isDir(dir) {
+			return nil, fmt.Errorf("dburl: %s: the directory %s does not exist", redact(rawURL), dir)
+		}
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("dburl: the SQLite file %s does not exist yet: run 'mailspool migrate' to create it", path)
+		}
+	}
+	return Open(rawURL)
+}
+
+// sqlitePath is the file of a DSN SQLiteDSN made.
+func sqlitePath(dsn string) string {
+	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+	return path
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // MySQLDSN converts a mysql:// URL into a go-sql-driver/mysql DSN.
@@ -83,7 +123,7 @@ func MySQLDSN(rawURL string) (string, error) {
 	cfg.Passwd, _ = u.User.Password()
 	cfg.DBName = strings.TrimPrefix(u.Path, "/")
 	if cfg.DBName == "" || strings.Contains(cfg.DBName, "/") {
-		return "", fmt.Errorf("dburl: %q must name one database in its path, e.g. mysql://root@127.0.0.1:3306/test", u.Redacted())
+		return "", fmt.Errorf("dburl: %q must name one database in its path, e.g. mysql://root@127.0.0.1:3306/test", transport.RedactURL(u))
 	}
 	q := u.Query()
 	if sock := q.Get("socket"); sock != "" {
@@ -91,7 +131,7 @@ func MySQLDSN(rawURL string) (string, error) {
 		q.Del("socket")
 	} else {
 		if u.Host == "" {
-			return "", fmt.Errorf("dburl: %q has no host", u.Redacted())
+			return "", fmt.Errorf("dburl: %q has no host", transport.RedactURL(u))
 		}
 		cfg.Net, cfg.Addr = "tcp", u.Host
 		if u.Port() == "" {
@@ -110,7 +150,7 @@ func MySQLDSN(rawURL string) (string, error) {
 	}
 	dsn := base + sep + q.Encode()
 	if _, err := mysql.ParseDSN(dsn); err != nil {
-		return "", fmt.Errorf("dburl: bad parameters in %q: %v", u.Redacted(), strings.ReplaceAll(err.Error(), cfg.Passwd, "xxxxx"))
+		return "", fmt.Errorf("dburl: bad parameters in %q: %v", transport.RedactURL(u), hide(err.Error(), cfg.Passwd))
 	}
 	return dsn, nil
 }
@@ -121,27 +161,35 @@ func SQLiteDSN(rawURL string) (string, error) {
 	if strings.HasPrefix(rest, "//") {
 		u, err := url.Parse(rawURL)
 		if err != nil {
-			return "", fmt.Errorf("dburl: cannot parse %q", rawURL)
+			return "", fmt.Errorf("dburl: cannot parse %q", redact(rawURL))
 		}
 		if u.Host != "" {
-			return "", fmt.Errorf("dburl: %q: an SQLite URL has no host; write sqlite:relative/path.db or sqlite:///absolute/path.db", rawURL)
+			return "", fmt.Errorf("dburl: %q: an SQLite URL has no host; write sqlite:relative/path.db or sqlite:///absolute/path.db", redact(rawURL))
 		}
 		if u.RawQuery != "" {
-			return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", rawURL)
+			return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", redact(rawURL))
 		}
 		rest = u.Path
 	}
 	if strings.Contains(rest, "?") {
-		return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", rawURL)
+		return "", fmt.Errorf("dburl: %q: SQLite URLs take no parameters", redact(rawURL))
 	}
 	if rest == "" || strings.HasSuffix(rest, "/") {
-		return "", fmt.Errorf("dburl: %q names no file", rawURL)
+		return "", fmt.Errorf("dburl: %q names no file", redact(rawURL))
 	}
 	if rest == ":memory:" {
-		return "", fmt.Errorf("dburl: %q: in-memory SQLite is not supported (each connection would see its own database)", rawURL)
+		return "", fmt.Errorf("dburl: %q: in-memory SQLite is not supported (each connection would see its own database)", redact(rawURL))
 	}
 	path := filepath.Clean(rest)
 	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate", nil
 }
 
 func redact(rawURL string) string { return transport.Redact(rawURL) }
+
+// hide replaces secret in s; an empty secret hides nothing.
+func hide(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "xxxxx")
+}

@@ -1,6 +1,7 @@
 package dburl
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -64,4 +65,61 @@ func TestOpenSQLiteWithoutDriver(t *testing.T) {
 	_, err := Open("sqlite:" + t.TempDir() + "/q.db")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `import _ "modernc.org/sqlite"`)
+}
+
+// TestErrorsHidePasswords: URLs that do not parse, DSNs and user:pw@host
+// given where a URL belongs are never printed whole.
+func TestErrorsHidePasswords(t *testing.T) {
+	for in, want := range map[string]string{
+		"mysql://root:hunter2/PW@127.0.0.1:3306/app":    `dburl: cannot parse "mysql://xxxxx@127.0.0.1:3306/app"`,
+		"mysql://root:hun#ter2@127.0.0.1:3306/app":      `dburl: cannot parse "mysql://xxxxx@127.0.0.1:3306/app"`,
+		"mysql://root:hun?ter2@127.0.0.1:3306/app":      `dburl: cannot parse "mysql://xxxxx@127.0.0.1:3306/app"`,
+		"mysql://root:12#hunter2@127.0.0.1:3306/app":    `"mysql://xxxxx@127.0.0.1:3306/app"`,
+		"root:hunter2@tcp(127.0.0.1:3306)/app":          `go-sql-driver DSN, not a URL`,
+		"root:hunter2@db.internal":                      `"xxxxx@db.internal"`,
+		"mysql://root:hunter2@127.0.0.1/app?tls=maybe!": `bad parameters`,
+	} {
+		_, err := Open(in)
+		require.Error(t, err, in)
+		assert.NotContains(t, err.Error(), "hunter2", in)
+		assert.Contains(t, err.Error(), want, in)
+	}
+}
+
+// TestBadParameterWithoutPassword: with no password the driver's error is
+// shown as it is (a replace of the empty password used to garble it).
+func TestBadParameterWithoutPassword(t *testing.T) {
+	_, err := Open("mysql://root@127.0.0.1:3306/app?parseTime=maybe")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "invalid bool value: maybe")
+	assert.NotContains(t, err.Error(), "xxxxx")
+}
+
+// FuzzOpenHidesPassword: whatever follows a sentinel password, in URL,
+// DSN and host forms, Open's error never shows it.
+func FuzzOpenHidesPassword(f *testing.F) {
+	for _, s := range []string{"", "/PW", "#x", "?x", "@x", "%zz", ":1", "?parseTime=maybe", "@h/p?tls=x#f"} {
+		f.Add(s)
+	}
+	const sentinel = "S3NT1NEL"
+	f.Fuzz(func(t *testing.T, tail string) {
+		for _, form := range []string{
+			"mysql://root:%s@127.0.0.1:3306/app",
+			"mysql://root:%s@127.0.0.1:3306/app?parseTime=maybe",
+			"mariadb://:%s@db/app?socket=/run/x.sock&x=1",
+			"root:%s@tcp(127.0.0.1:3306)/app",
+			"root:%s@db.internal",
+			"sqlite://u:%s@h/x.db",
+		} {
+			raw := fmt.Sprintf(form, sentinel+tail)
+			db, err := Open(raw)
+			if err == nil {
+				db.Close()
+				continue
+			}
+			if strings.Contains(err.Error(), sentinel) {
+				t.Fatalf("Open(%q) error %q shows the password", raw, err)
+			}
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -31,17 +32,17 @@ func (URLOpener) OpenTransportURL(_ context.Context, u *url.URL) (transport.Tran
 	}
 	t, err := newTransport(opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w in URL %q", err, u.Redacted())
+		return nil, fmt.Errorf("%w in URL %q", err, transport.RedactURL(u))
 	}
 	return t, nil
 }
 
 func parseURL(u *url.URL) (*Options, error) {
 	if u.Scheme != Scheme {
-		return nil, fmt.Errorf("fake: URL %q has scheme %q, want %q", u.Redacted(), u.Scheme, Scheme)
+		return nil, fmt.Errorf("fake: URL %q has scheme %q, want %q", transport.RedactURL(u), u.Scheme, Scheme)
 	}
 	if u.Path != "" && u.Path != "/" {
-		return nil, fmt.Errorf("fake: URL %q has a path; give options as query parameters", u.Redacted())
+		return nil, fmt.Errorf("fake: URL %q has a path; give options as query parameters", transport.RedactURL(u))
 	}
 	if err := transport.CheckQuery(u, "script", "cycle", "recipient", "timeout", "latency"); err != nil {
 		return nil, err
@@ -60,7 +61,7 @@ func parseURL(u *url.URL) (*Options, error) {
 	}{{"cycle", &opts.Cycle}, {"recipient", &opts.Recipient}} {
 		if v := q.Get(b.name); v != "" {
 			if *b.dst, err = strconv.ParseBool(v); err != nil {
-				return nil, fmt.Errorf("fake: %s=%q in URL %q is not a boolean", b.name, v, u.Redacted())
+				return nil, fmt.Errorf("fake: %s=%q in URL %q is not a boolean", b.name, v, transport.RedactURL(u))
 			}
 		}
 	}
@@ -69,8 +70,8 @@ func parseURL(u *url.URL) (*Options, error) {
 		dst  *time.Duration
 	}{{"timeout", &opts.Timeout}, {"latency", &opts.Latency}} {
 		if v := q.Get(d.name); v != "" {
-			if *d.dst, err = time.ParseDuration(v); err != nil || *d.dst <= 0 {
-				return nil, fmt.Errorf("fake: %s=%q in URL %q is not a positive duration such as 2s or 5ms", d.name, v, u.Redacted())
+			if *d.dst, err = duration.Positive(v); err != nil {
+				return nil, fmt.Errorf("fake: %s in URL %q: %w", d.name, transport.RedactURL(u), err)
 			}
 		}
 	}

@@ -43,8 +43,9 @@ func TestOpenURLErrors(t *testing.T) {
 		"fake://u:hunter2@h?script=ok,,550":       `fake: unknown step ""`,
 		"fake://u:hunter2@h?cycle=yes":            `fake: cycle="yes"`,
 		"fake://u:hunter2@h?recipient=2":          `fake: recipient="2"`,
-		"fake://u:hunter2@h?timeout=5":            `fake: timeout="5" in URL`,
-		"fake://u:hunter2@h?latency=-5ms":         `fake: latency="-5ms"`,
+		"fake://u:hunter2@h?timeout=5":            `fake: timeout in URL "fake://u:xxxxx@h?timeout=5": "5" is not a positive duration`,
+		"fake://u:hunter2@h?latency=-5ms":         `"-5ms" is not a positive duration`,
+		"fake://?latency=213504d":                 `"213504d" is too long`,
 		"fake://u:hunter2@h/550":                  "fake: URL",
 	} {
 		tr, err := mux.OpenTransport(context.Background(), raw)

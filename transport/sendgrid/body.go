@@ -7,14 +7,20 @@ import (
 	sgmail "github.com/sendgrid/sendgrid-go/helpers/mail"
 
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/internal/render"
 )
 
 // requestBody validates m and returns the v3 mail/send JSON for it: one
 // personalization with the one recipient, text/plain before text/html (the
 // order SendGrid requires), reply_to, and the extra headers plus Message-ID
 // (a fresh one when m has none).
+//
+// Addresses go out in 7-bit ASCII, internationalized domains as A-labels:
+// SendGrid, like SES, does not take SMTPUTF8 addresses, and an address with
+// a local part that is not ASCII is refused as invalid.
 func requestBody(m *transport.Message) ([]byte, error) {
-	if err := m.Validate(); err != nil {
+	m, err := render.ASCII(m)
+	if err != nil {
 		return nil, err
 	}
 	v3 := sgmail.NewV3Mail()

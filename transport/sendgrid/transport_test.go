@@ -233,3 +233,44 @@ func TestSendMaybeDelivered(t *testing.T) {
 		})
 	}
 }
+
+// TestSendInternationalizedAddresses: addresses go to the API in 7-bit
+// ASCII, an internationalized domain as its A-label; a local part that is
+// not ASCII is Permanent and never reaches the API.
+func TestSendInternationalizedAddresses(t *testing.T) {
+	var to string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var raw struct {
+			Personalizations []struct {
+				To []struct{ Email string } `json:"to"`
+			} `json:"personalizations"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&raw); err != nil {
+			t.Errorf("body: %v", err)
+		}
+		to = raw.Personalizations[0].To[0].Email
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	tr, err := sendgrid.Open(context.Background(), &sendgrid.Options{APIKey: testKey, Endpoint: srv.URL + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	m := testMessage()
+	m.To.Address = "b@bücher.example"
+	if _, err := tr.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if to != "b@xn--bcher-kva.example" {
+		t.Errorf("to = %q, want the A-label b@xn--bcher-kva.example", to)
+	}
+	to = ""
+	m.To.Address = "jürgen@example.com"
+	if _, err := tr.Send(context.Background(), m); transport.KindOf(err) != transport.Permanent || !strings.Contains(err.Error(), "SMTPUTF8") {
+		t.Errorf("err = %v, want Permanent naming SMTPUTF8", err)
+	}
+	if to != "" {
+		t.Error("the mail reached the API")
+	}
+}

@@ -48,14 +48,14 @@ func optionsFromURL(u *url.URL) (*Options, error) {
 	case "default":
 	case "eu":
 		if o.Endpoint != "" {
-			return nil, fmt.Errorf("sendgrid: URL %q has both the host \"eu\" and an endpoint; use host \"default\" with an endpoint", u.Redacted())
+			return nil, fmt.Errorf("sendgrid: URL %q has both the host \"eu\" and an endpoint; use host \"default\" with an endpoint", transport.RedactURL(u))
 		}
 		o.Endpoint = EUEndpoint
 	default:
-		return nil, fmt.Errorf("sendgrid: URL %q: host must be \"default\" or \"eu\" (use the endpoint parameter for another server)", u.Redacted())
+		return nil, fmt.Errorf("sendgrid: URL %q: host must be \"default\" or \"eu\" (use the endpoint parameter for another server)", transport.RedactURL(u))
 	}
 	if u.Path != "" && u.Path != "/" {
-		return nil, fmt.Errorf("sendgrid: URL %q must not have a path", u.Redacted())
+		return nil, fmt.Errorf("sendgrid: URL %q must not have a path", transport.RedactURL(u))
 	}
 	timeout, err := urlopt.Timeout(u)
 	if err != nil {

@@ -120,7 +120,13 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	if err := t.http.CheckOpen(); err != nil {
 		return transport.Receipt{}, err
 	}
-	raw, err := render.MIME(m)
+	// SES does not take SMTPUTF8: addresses must be 7-bit ASCII, with
+	// internationalized domains as A-labels (Punycode).
+	a, err := render.ASCII(m)
+	if err != nil {
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Err: err}
+	}
+	raw, err := render.MIME(a)
 	if err != nil {
 		// An invalid message (ErrInvalidMessage in the chain) never reaches the wire.
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Err: err}
@@ -135,8 +141,8 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	}
 	ctx, wrote := httpapi.TraceWrite(ctx)
 	in := &sesv2.SendEmailInput{
-		FromEmailAddress: aws.String(m.From.Address),
-		Destination:      &types.Destination{ToAddresses: []string{m.To.Address}},
+		FromEmailAddress: aws.String(a.From.Address),
+		Destination:      &types.Destination{ToAddresses: []string{a.To.Address}},
 		Content:          &types.EmailContent{Raw: &types.RawMessage{Data: raw}},
 	}
 	if t.confSet != "" {

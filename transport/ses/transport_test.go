@@ -225,3 +225,25 @@ func TestSendAfterClose(t *testing.T) {
 	assert.Equal(t, transport.Connection, transport.KindOf(err))
 	assert.Empty(t, f.Requests())
 }
+
+// TestSendInternationalizedAddresses: SES takes 7-bit ASCII addresses only,
+// so an internationalized domain goes out as its A-label (in the
+// destination and in the MIME), and a local part that is not ASCII is
+// Permanent and never reaches the wire.
+func TestSendInternationalizedAddresses(t *testing.T) {
+	f := newFakeSES(t, func(w http.ResponseWriter, _ *http.Request) { writeMessageID(w, newMessageID()) })
+	tr := openStatic(t, f.srv.URL, nil)
+	m := testMessage()
+	m.To.Address = "b@bücher.example"
+	_, err := tr.Send(context.Background(), m)
+	require.NoError(t, err)
+	require.Len(t, f.Requests(), 1)
+	assert.Equal(t, []string{"b@xn--bcher-kva.example"}, f.Requests()[0].Destination.ToAddresses)
+	assert.NotContains(t, string(f.Requests()[0].Content.Raw.Data), "bücher")
+
+	m.To.Address = "jürgen@example.com"
+	_, err = tr.Send(context.Background(), m)
+	assert.Equal(t, transport.Permanent, transport.KindOf(err))
+	assert.ErrorContains(t, err, "SMTPUTF8")
+	assert.Len(t, f.Requests(), 1)
+}

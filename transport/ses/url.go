@@ -37,10 +37,10 @@ func optionsFromURL(u *url.URL) (*Options, error) {
 		return nil, err
 	}
 	if !strings.EqualFold(u.Host, "default") {
-		return nil, fmt.Errorf("ses: URL %q: host must be \"default\" (use the region and endpoint parameters)", u.Redacted())
+		return nil, fmt.Errorf("ses: URL %q: host must be \"default\" (use the region and endpoint parameters)", transport.RedactURL(u))
 	}
 	if u.Path != "" && u.Path != "/" {
-		return nil, fmt.Errorf("ses: URL %q must not have a path", u.Redacted())
+		return nil, fmt.Errorf("ses: URL %q must not have a path", transport.RedactURL(u))
 	}
 	q := u.Query()
 	o := Options{

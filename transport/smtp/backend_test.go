@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -68,6 +69,11 @@ type script struct {
 	at   map[stage]action
 	tls  serverTLS
 	auth []string // AUTH mechanisms offered and required before MAIL FROM ("PLAIN", "LOGIN"); nil: no AUTH
+	// echoAuth makes a refused AUTH quote what the client sent, base64
+	// encoded as on the wire, as some servers do.
+	echoAuth bool
+	// utf8 advertises SMTPUTF8 (RFC 6531).
+	utf8 bool
 }
 
 // received is one mail the test server took: the envelope and the raw data.
@@ -118,6 +124,7 @@ func startServer(t testing.TB, sc script) *server {
 	s.srv.Domain = "mx.test"
 	s.srv.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.AllowInsecureAuth = sc.tls == noTLS
+	s.srv.EnableSMTPUTF8 = sc.utf8
 	s.srv.ReadTimeout = 10 * time.Second
 	s.srv.WriteTimeout = 10 * time.Second
 	// Greeting actions happen on the TCP connection, before any implicit
@@ -342,7 +349,15 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 	ss.s.mu.Unlock()
 	check := func(user, password string) error {
 		if user != testUser || password != testPassword {
-			return &gosmtp.SMTPError{Code: 535, EnhancedCode: gosmtp.EnhancedCode{5, 7, 8}, Message: "Authentication credentials invalid"}
+			msg := "Authentication credentials invalid"
+			if ss.s.script.echoAuth {
+				sent := "\x00" + user + "\x00" + password
+				if mech == "LOGIN" {
+					sent = password
+				}
+				msg += " for " + base64.StdEncoding.EncodeToString([]byte(sent))
+			}
+			return &gosmtp.SMTPError{Code: 535, EnhancedCode: gosmtp.EnhancedCode{5, 7, 8}, Message: msg}
 		}
 		ss.authed = true
 		return nil

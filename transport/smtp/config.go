@@ -24,6 +24,7 @@ type config struct {
 	idleTimeout time.Duration
 	pool        int
 	tls         *tls.Config
+	secrets     []string // forms of the credentials to hide in replies
 }
 
 // resolve checks o for host and port and fills in the defaults. Its errors
@@ -112,6 +113,7 @@ func (c *config) resolveCredentials(o Options) error {
 	case c.username != "" && c.tlsMode == NoTLS && !loopback(c.host):
 		return fmt.Errorf("smtp: tls is none, so the password would cross the network in clear to %q; credentials without TLS are only sent to a loopback host", c.host)
 	}
+	c.secrets = secretForms(c.username, c.password)
 	return nil
 }
 

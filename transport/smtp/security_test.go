@@ -3,6 +3,7 @@ package smtp_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"log"
 	"log/slog"
@@ -198,6 +199,9 @@ func TestPasswordNeverShown(t *testing.T) {
 	for _, sc := range []script{
 		{auth: []string{"PLAIN"}}, // 535: the password is wrong
 		{auth: []string{"LOGIN"}}, // 535 through LOGIN
+		// Servers that quote the refused AUTH line, base64 as sent.
+		{auth: []string{"PLAIN"}, echoAuth: true},
+		{auth: []string{"LOGIN"}, echoAuth: true},
 		{tls: untrustedTLS, auth: []string{"PLAIN"}},
 		{tls: noTLS, auth: []string{"PLAIN"}}, // STARTTLS missing
 		{auth: []string{"PLAIN"}, at: map[stage]action{afterData: {drop: true}}},
@@ -217,7 +221,9 @@ func TestPasswordNeverShown(t *testing.T) {
 			errs = append(errs, err)
 		}
 	}
-	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret)}
+	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret),
+		base64.RawStdEncoding.EncodeToString([]byte("\x00" + testUser + "\x00" + secret)),
+		base64.RawStdEncoding.EncodeToString([]byte(secret))}
 	for _, err := range errs {
 		texts := []string{err.Error()}
 		for e := err; e != nil; e = errors.Unwrap(e) {

@@ -95,13 +95,24 @@ func Open(_ context.Context, host string, port int, opts *Options) (*Transport, 
 // An invalid m is a Permanent error and nothing is sent. The Receipt holds
 // the Message-ID header the mail went out with (m.MessageID, or a fresh one
 // when it is empty) and the server's 250 reply.
+//
+// No outcome shows the credentials, not even a server reply that echoes
+// the AUTH exchange.
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
-	msg, err := render.Msg(m)
-	if err != nil {
+	return t.cfg.redact(t.send(ctx, m))
+}
+
+func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	if err := m.Validate(); err != nil {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Detail: "invalid message", Err: err}
 	}
 	s, err := t.session(ctx)
 	if err != nil {
+		return transport.Receipt{}, err
+	}
+	msg, err := t.render(s, m)
+	if err != nil {
+		t.pool.put(s)
 		return transport.Receipt{}, err
 	}
 	stop := s.conn.bind(ctx)
@@ -121,6 +132,24 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		err = fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	return transport.Receipt{}, sendError(err)
+}
+
+// render builds the mail for session s. Without SMTPUTF8 on the server,
+// internationalized domains go out as A-labels, and an address whose local
+// part is not ASCII is a Permanent error: it cannot be written at all.
+func (t *Transport) render(s *session, m *transport.Message) (*mail.Msg, error) {
+	if ok, _ := s.sc.Extension("SMTPUTF8"); !ok {
+		a, err := render.ASCII(m)
+		if err != nil {
+			return nil, &transport.Error{Kind: transport.Permanent, Detail: "address cannot be sent to " + t.cfg.addr + " (no SMTPUTF8)", Err: err}
+		}
+		m = a
+	}
+	msg, err := render.Msg(m)
+	if err != nil {
+		return nil, &transport.Error{Kind: transport.Permanent, Detail: "invalid message", Err: err}
+	}
+	return msg, nil
 }
 
 // session returns a session that is ready for MAIL FROM, holding one pool

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -34,7 +35,7 @@ func (URLOpener) OpenTransportURL(ctx context.Context, u *url.URL) (transport.Tr
 	}
 	t, err := Open(ctx, host, port, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, u.Redacted())
+		return nil, fmt.Errorf("%w (in %s)", err, transport.RedactURL(u))
 	}
 	return t, nil
 }
@@ -42,7 +43,7 @@ func (URLOpener) OpenTransportURL(ctx context.Context, u *url.URL) (transport.Tr
 // parseURL splits u into Open's arguments.
 func parseURL(u *url.URL) (host string, port int, opts *Options, err error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("smtp: "+format+" in %s", append(args, u.Redacted())...)
+		return fmt.Errorf("smtp: "+format+" in %s", append(args, transport.RedactURL(u))...)
 	}
 	opts = &Options{}
 	switch u.Scheme {
@@ -83,8 +84,8 @@ func parseURL(u *url.URL) (host string, port int, opts *Options, err error) {
 	opts.PasswordEnv = q.Get("password_env")
 	for name, d := range map[string]*time.Duration{"timeout": &opts.Timeout, "idle_timeout": &opts.IdleTimeout} {
 		if v := q.Get(name); v != "" {
-			if *d, err = time.ParseDuration(v); err != nil || *d <= 0 {
-				return "", 0, nil, bad("%s=%q is not a positive duration like 30s", name, v)
+			if *d, err = duration.Positive(v); err != nil {
+				return "", 0, nil, bad("%s: %v", name, err)
 			}
 		}
 	}

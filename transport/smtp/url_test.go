@@ -28,6 +28,7 @@ func TestURLErrors(t *testing.T) {
 		{"smtp://mail.example.com?timeout=30", "not a positive duration"},
 		{"smtp://mail.example.com?timeout=-1s", "not a positive duration"},
 		{"smtp://mail.example.com?idle_timeout=0s", "not a positive duration"},
+		{"smtp://mail.example.com?timeout=213504d", "too long"},
 		{"smtp://mail.example.com?pool=0", "not a positive number"},
 		{"smtp://mail.example.com?pool=many", "not a positive number"},
 		{"smtp://mail.example.com?helo=a%20b", "white space"},

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -21,13 +22,13 @@ func Endpoint(raw string) (*url.URL, error) {
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("endpoint %q must start with http:// or https://", u.Redacted())
+		return nil, fmt.Errorf("endpoint %q must start with http:// or https://", transport.RedactURL(u))
 	case u.Host == "":
-		return nil, fmt.Errorf("endpoint %q has no host", u.Redacted())
+		return nil, fmt.Errorf("endpoint %q has no host", transport.RedactURL(u))
 	case u.User != nil:
-		return nil, fmt.Errorf("endpoint %q must not contain user info", u.Redacted())
+		return nil, fmt.Errorf("endpoint %q must not contain user info", transport.RedactURL(u))
 	case u.RawQuery != "" || u.Fragment != "":
-		return nil, fmt.Errorf("endpoint %q must not have a query or fragment", u.Redacted())
+		return nil, fmt.Errorf("endpoint %q must not have a query or fragment", transport.RedactURL(u))
 	}
 	return u, nil
 }
@@ -39,9 +40,9 @@ func Timeout(u *url.URL) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("timeout %q in URL %q is not a positive duration like 30s", s, u.Redacted())
+	d, err := duration.Positive(s)
+	if err != nil {
+		return 0, fmt.Errorf("timeout in URL %q: %w", transport.RedactURL(u), err)
 	}
 	return d, nil
 }

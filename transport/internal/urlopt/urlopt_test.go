@@ -51,6 +51,8 @@ func TestTimeout(t *testing.T) {
 		{"timeout=30", 0, false},
 		{"timeout=soon", 0, false},
 		{"timeout=0s", 0, false},
+		{"timeout=2d", 48 * time.Hour, true},
+		{"timeout=213504d", 0, false},
 		{"timeout=-1s", 0, false},
 	}
 	for _, tt := range tests {
