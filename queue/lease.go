@@ -130,19 +130,20 @@ func (w *Worker) heartbeat(ctx context.Context) error {
 const slowLock = statementTimeout / 2
 
 // rescueLoop returns rows whose lease expired to pending or retry every
-// RescueInterval. After the database was slow or failing it waits
-// LeaseMargin first, and so it does for a lease some of whose rows another
-// session held locked: the owners of those leases may be alive and
-// retrying, and must get the first chance to renew them.
+// RescueInterval. After the database was slow or failing — for any of the
+// worker's statements: claims, outcome writes, lease renewals, rescues —
+// it waits LeaseMargin first, and so it does for a lease some of whose rows
+// another session held locked: the owners of those leases may be alive and
+// retrying, and must get the first chance to renew them once the database
+// answers again.
 func (w *Worker) rescueLoop(ctx context.Context) {
-	var trouble time.Time
 	blocked := map[string]time.Time{} // tokens whose rows another session held
 	skip := func(token string) bool {
 		at, ok := blocked[token]
 		return w.leases.has(token) || ok && time.Since(at) < w.opts.LeaseMargin
 	}
 	for wait(ctx, w.q.clock, w.opts.RescueInterval) {
-		if !trouble.IsZero() && time.Since(trouble) < w.opts.LeaseMargin {
+		if at := w.troubleAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < w.opts.LeaseMargin {
 			continue
 		}
 		for token, at := range blocked {
@@ -158,10 +159,9 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errStoreSlow):
-			trouble = time.Now()
+			w.troubleAt.Store(time.Now().UnixNano())
 			w.log.Warn("rescuer: the database was slow to grant locks; waiting before rescuing", "for", w.opts.LeaseMargin)
 		case err != nil:
-			trouble = time.Now()
 			w.storeFailed(nil, err) // claims and writes tell whether the worker is stuck
 			w.log.Error("rescuer failed", "err", err)
 		case n > 0:

@@ -97,6 +97,9 @@ type Worker struct {
 	// claims, writes and renewals track how long claims, outcome writes
 	// and lease renewals have been failing without a break.
 	claims, writes, renewals health
+	// troubleAt is when a statement of this worker last failed (unix ns,
+	// real time): the rescuer waits LeaseMargin after it.
+	troubleAt atomic.Int64
 	// resume asks Run's resume loop to make mail deferred by an outage due.
 	resume chan struct{}
 	// abandon is closed when Run stops waiting for outcomes to be written.
@@ -365,6 +368,7 @@ func (w *Worker) storeFailed(h *health, err error) {
 	if h != nil {
 		h.failed(err)
 	}
+	w.troubleAt.Store(time.Now().UnixNano())
 	conflict := isLockConflict(err)
 	w.count(func(s *WorkerStats) {
 		s.DBErrors++

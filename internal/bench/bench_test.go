@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,10 +81,11 @@ func TestRunDeliversEveryMailOnce(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for _, processes := range []bool{false, true} {
 				url := newDB(t)
-				opts := Options{DB: url, Workers: 3, Producers: 2, Messages: 300, History: 500,
+				var progress lockedBuffer
+				opts := Options{DB: url, Workers: 3, Producers: 2, Messages: 300, History: 500, Progress: &progress,
 					Processes: processes, Algorithm: Both, PollInterval: 20 * time.Millisecond, Executable: os.Args[0], Stall: 20 * time.Second}
 				results, err := Run(context.Background(), opts)
-				require.NoError(t, err)
+				require.NoError(t, err, "progress and worker logs:\n%s", progress.String())
 				require.Len(t, results, 2)
 				classic, ours := results[0], results[1]
 				require.Equal(t, Classic, classic.Algorithm)
@@ -177,4 +179,23 @@ func TestOptionsRefuseNonsense(t *testing.T) {
 		require.Error(t, err, "%+v", o)
 		require.True(t, strings.HasPrefix(err.Error(), "bench: "), err.Error())
 	}
+}
+
+// lockedBuffer is a strings.Builder that worker processes' log copiers may
+// write to at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
