@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/mailspool/mailspool/alert"
 	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
@@ -62,32 +63,35 @@ const DefaultTransport = "fake://"
 // case, other characters as _), and adapters read their own variables
 // (SENDGRID_API_KEY, password_env=, the AWS chain).
 type fileConfig struct {
-	Database string                `toml:"database"`
-	Lanes    map[string]laneConfig `toml:"lanes"`
+	Database    string                `toml:"database"`
+	AdminListen string                `toml:"admin_listen"`
+	Alerts      *alertsConfig         `toml:"alerts"`
+	Lanes       map[string]laneConfig `toml:"lanes"`
 }
 
 type laneConfig struct {
-	Table              string       `toml:"table"`
-	Transport          string       `toml:"transport"`
-	RecipientLimit     string       `toml:"recipient_limit"`
-	IPLimit            string       `toml:"ip_limit"`
-	MaxSize            int          `toml:"max_size"`
-	MaxAttempts        int          `toml:"max_attempts"`
-	RetrySchedule      []string     `toml:"retry_schedule"`
-	ConnectionSchedule []string     `toml:"connection_schedule"`
-	BreakerThreshold   int          `toml:"breaker_threshold"`
-	Batch              int          `toml:"batch"`
-	Concurrency        int          `toml:"concurrency"`
-	SendTimeout        string       `toml:"send_timeout"`
-	PollInterval       string       `toml:"poll_interval"`
-	MaxMessages        int          `toml:"max_messages"`
-	ShutdownTimeout    string       `toml:"shutdown_timeout"`
-	LeaseMargin        string       `toml:"lease_margin"`
-	FailAfter          string       `toml:"fail_after"`
-	CleanupInterval    string       `toml:"cleanup_interval"`
-	KeepSent           string       `toml:"keep_sent"`
-	KeepFailed         string       `toml:"keep_failed"`
-	Rules              []ruleConfig `toml:"rules"`
+	Table              string            `toml:"table"`
+	Transport          string            `toml:"transport"`
+	RecipientLimit     string            `toml:"recipient_limit"`
+	IPLimit            string            `toml:"ip_limit"`
+	MaxSize            int               `toml:"max_size"`
+	MaxAttempts        int               `toml:"max_attempts"`
+	RetrySchedule      []string          `toml:"retry_schedule"`
+	ConnectionSchedule []string          `toml:"connection_schedule"`
+	BreakerThreshold   int               `toml:"breaker_threshold"`
+	Batch              int               `toml:"batch"`
+	Concurrency        int               `toml:"concurrency"`
+	SendTimeout        string            `toml:"send_timeout"`
+	PollInterval       string            `toml:"poll_interval"`
+	MaxMessages        int               `toml:"max_messages"`
+	ShutdownTimeout    string            `toml:"shutdown_timeout"`
+	LeaseMargin        string            `toml:"lease_margin"`
+	FailAfter          string            `toml:"fail_after"`
+	CleanupInterval    string            `toml:"cleanup_interval"`
+	KeepSent           string            `toml:"keep_sent"`
+	KeepFailed         string            `toml:"keep_failed"`
+	Rules              []ruleConfig      `toml:"rules"`
+	Alerts             *laneAlertsConfig `toml:"alerts"`
 }
 
 // ruleConfig is one [[lanes.NAME.rules]] entry: a classify.Rule.
@@ -109,6 +113,12 @@ type Config struct {
 	Database string
 	// Lanes are sorted by name; no two share a table.
 	Lanes []Lane
+	// AdminListen is the host:port of the admin listener (/metrics,
+	// /healthz); "" leaves it off.
+	AdminListen string
+	// Alerts is where alerts go; nil without [alerts] or
+	// MAILSPOOL_ALERT_WEBHOOK.
+	Alerts *Alerts
 }
 
 // Lane is everything one lane's worker needs.
@@ -119,6 +129,9 @@ type Lane struct {
 	Transport string
 	Rules     *classify.Rules // the operator's classification rules (may be empty)
 	Worker    queue.WorkerOptions
+	// Alerts are the lane's alert thresholds ([lanes.NAME.alerts]), used
+	// when Config.Alerts is set.
+	Alerts alert.Thresholds
 }
 
 var laneName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -149,6 +162,9 @@ func Load(path, database string) (*Config, error) {
 		fc.Lanes = map[string]laneConfig{"default": {Transport: DefaultTransport}}
 	}
 	cfg := &Config{Database: fc.Database}
+	if err := cfg.loadWatch(&fc); err != nil {
+		return nil, err
+	}
 	if v := os.Getenv("MAILSPOOL_DATABASE"); v != "" {
 		cfg.Database = v
 	}
@@ -173,6 +189,9 @@ func Load(path, database string) (*Config, error) {
 			return nil, fmt.Errorf("config: lanes.%s.table: table %q is already lane %s's; lanes never share a table", name, ls.Lane.Table, other)
 		}
 		tables[ls.Lane.Table] = name
+		if ls.Alerts, err = laneAlerts(name, fc.Lanes[name].Alerts, cfg.Alerts != nil); err != nil {
+			return nil, err
+		}
 		cfg.Lanes = append(cfg.Lanes, ls)
 	}
 	return cfg, nil

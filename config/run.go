@@ -18,6 +18,12 @@ type RunOptions struct {
 	Logger *slog.Logger
 	// Transports opens each lane's transport URL (default Transports()).
 	Transports *transport.Mux
+	// AdminListen, when not "", serves /metrics and /healthz on this
+	// host:port (Config.AdminListen).
+	AdminListen string
+	// Alerts, when not nil, checks each lane's Alerts thresholds and posts
+	// alerts (Config.Alerts).
+	Alerts *Alerts
 }
 
 // Run runs one worker per lane on db, each with its own transport, until
@@ -25,8 +31,8 @@ type RunOptions struct {
 // first worker to stop stops the rest, so the process exits and its
 // supervisor (systemd) starts it fresh. It first checks every lane's schema
 // and opens every transport, and returns an error naming the lane if one
-// fails; once the workers run it returns after they have drained: nil,
-// or the errors of the workers that failed.
+// fails; once the workers run it returns after they have drained, with the
+// errors of the workers that failed (nil when they only stopped).
 func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error {
 	if len(lanes) == 0 {
 		return errors.New("config: Run with no lanes")
@@ -42,6 +48,10 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		o.Transports = Transports()
 	}
 	log := o.Logger
+	watch, err := newWatcher(db, lanes, o)
+	if err != nil {
+		return err
+	}
 	workers := make([]*queue.Worker, 0, len(lanes))
 	for _, l := range lanes {
 		if err := queue.CheckSchema(ctx, db, l.Lane.Table); err != nil {
@@ -59,6 +69,9 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		tr = l.Rules.Transport(tr) // the operator's rules before the built-in table
 		wo := l.Worker
 		wo.Logger = log
+		if wo.Observer, err = watch.lane(q, l); err != nil {
+			return err
+		}
 		w, err := queue.NewWorker(q, tr, &wo)
 		if err != nil {
 			return fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
@@ -66,12 +79,17 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		log.Info("worker starting", "lane", l.Lane.Name, "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
 		workers = append(workers, w)
 	}
-	// The first worker to return (recycle, shutdown or failure) stops the
-	// others. A worker that failed (its database kept failing, its SQLite
-	// file was replaced) makes Run return its error, so that the process
-	// exits non-zero and the supervisor restarts it.
+	// The first worker to return (recycle or shutdown) stops the others. A
+	// worker that fails (its database kept failing, its SQLite file was
+	// replaced) makes Run return its error, so that the process exits
+	// non-zero and the supervisor restarts it.
+	if err := watch.start(ctx); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stopping := context.AfterFunc(ctx, watch.stopping)
+	defer stopping()
 	var wg sync.WaitGroup
 	errs := make([]error, len(workers))
 	for i, w := range workers {
@@ -81,12 +99,20 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 			defer cancel()
 			errs[i] = w.Run(ctx)
 			if errs[i] != nil {
-				log.Error("worker failed", "worker", w.ID(), "err", errs[i], "stats", fmt.Sprintf("%+v", w.Stats()))
+				log.Error("worker failed", "worker", w.ID(), "err", errs[i], statsAttr(w.Stats()))
 				return
 			}
-			log.Info("worker stopped", "worker", w.ID(), "stats", fmt.Sprintf("%+v", w.Stats()))
+			log.Info("worker stopped", "worker", w.ID(), statsAttr(w.Stats()))
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	err = errors.Join(errs...)
+	watch.stop(err == nil)
+	return err
+}
+
+// statsAttr is a worker's counters as structured log fields.
+func statsAttr(s queue.WorkerStats) slog.Attr {
+	return slog.Group("stats", "claimed", s.Claimed, "sent", s.Sent, "retried", s.Retried, "failed", s.Failed,
+		"released", s.Released, "stale", s.Stale, "rescued", s.Rescued, "db_errors", s.DBErrors, "deadlocks", s.Deadlocks)
 }

@@ -60,6 +60,7 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 		now := w.q.clock.Now()
 		if j.notAfter != 0 && now.UnixMilli() > j.notAfter {
 			decided = append(decided, policy.next(j, event{kind: evLate}, now))
+			w.observeOutcome(j, decided[len(decided)-1], kindExpired, nil, false, 0)
 			continue
 		}
 		acquired := false
@@ -167,6 +168,7 @@ func (w *Worker) record(token string, updates []rowUpdate) error {
 	if stale := len(updates) - applied; stale > 0 {
 		w.log.Warn("outcomes rejected: the lease was taken over by another worker", "rows", stale, "token", token)
 		w.count(func(s *WorkerStats) { s.Stale += int64(stale) })
+		call(w.observer().FencedFunc, FencedEvent{Lane: w.q.lane.Name, Rows: stale})
 	}
 	w.countOutcomes(updates)
 	return nil
@@ -176,19 +178,20 @@ func (w *Worker) record(token string, updates []rowUpdate) error {
 func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.SendTimeout)
 	defer cancel()
+	start := time.Now()
 	receipt, err := w.tr.Send(ctx, &j.msg)
+	took := time.Since(start)
 	kind := transport.KindOf(err)
 	now := w.q.clock.Now()
 	streak, recovered := w.brk.record(laneFailure(kind, err), now)
 	if recovered {
+		call(w.observer().BreakerFunc, BreakerEvent{Lane: w.q.lane.Name})
 		select { // the resume loop makes the mail the outage deferred due
 		case w.resume <- struct{}{}:
 		default:
 		}
 	}
 	u := w.q.lane.Retry.next(j, event{kind: evAnswered, send: sendResult{receipt: receipt, err: err, kind: kind, connStreak: streak}}, now)
-	if err != nil {
-		w.log.Debug("send failed", "id", j.id, "kind", kind.String(), "err", u.lastError)
-	}
+	w.observeOutcome(j, u, kind.String(), err, true, took)
 	return u
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // claimColumns are read for each claimed row.
-const claimColumns = `id, attempts, max_attempts, crashes, not_after, maybe_delivered, message_id,
+const claimColumns = `id, attempts, max_attempts, crashes, not_after, maybe_delivered, created_at, message_id,
   from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers`
 
 // claim takes up to n due rows for token in one short transaction and
@@ -103,7 +103,7 @@ func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64,
 		var maybe int
 		var headers string
 		m := &j.msg
-		if err := rows.Scan(&j.id, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &m.MessageID,
+		if err := rows.Scan(&j.id, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &j.createdAt, &m.MessageID,
 			&m.From.Address, &m.From.Name, &m.To.Address, &m.To.Name, &m.ReplyTo.Address, &m.ReplyTo.Name,
 			&m.Subject, &m.Text, &m.HTML, &headers); err != nil {
 			return nil, fmt.Errorf("queue: claim: reading a row: %w", err)

@@ -32,7 +32,15 @@ type execer interface {
 
 // writeRows writes ups to rows that are still sending and match fence (an
 // SQL condition with fenceArgs), and returns how many it wrote.
+//
+// On MySQL it writes one statement per maxBatchRows rows (CASE id WHEN ...),
+// which costs one round trip. On SQLite, where a statement costs no round
+// trip but such a CASE costs rows × rows to evaluate, it writes one short
+// statement per row; db must then be a transaction.
 func (q *Queue) writeRows(ctx context.Context, db execer, ups []rowUpdate, fence string, fenceArgs ...any) (int, error) {
+	if q.d.sqlite {
+		return q.writeEach(ctx, db, ups, fence, fenceArgs)
+	}
 	applied := 0
 	for len(ups) > 0 {
 		chunk := ups[:min(len(ups), maxBatchRows)]
@@ -100,6 +108,37 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 		return 0, fmt.Errorf("queue: recording outcomes: rows affected: %w", err)
 	}
 	return int(n), nil
+}
+
+// writeEach writes ups with one statement per row.
+func (q *Queue) writeEach(ctx context.Context, db execer, ups []rowUpdate, fence string, fenceArgs []any) (int, error) {
+	applied := 0
+	for _, u := range ups {
+		set := `status = ?, attempts = ?, crashes = ?, next_run = ?, maybe_delivered = ?, locked_by = '', locked_until = 0`
+		args := []any{u.status, u.attempts, u.crashes, u.nextRun, boolInt(u.maybeDelivered)}
+		if u.hasOutcome {
+			set += `, last_kind = ?`
+			args = append(args, u.lastKind)
+			if u.status == StatusSent {
+				set += `, sent_at = ?, provider_id = ?`
+				args = append(args, u.sentAt, u.providerID)
+			} else {
+				set += `, last_code = ?, last_error = ?`
+				args = append(args, u.lastCode, u.lastError)
+			}
+		}
+		args = append(append(args, u.id), fenceArgs...)
+		res, err := db.ExecContext(ctx, `UPDATE `+q.table+` SET `+set+` WHERE id = ? AND `+statusIs(StatusSending)+` AND `+fence, args...)
+		if err != nil {
+			return applied, fmt.Errorf("queue: recording %d outcomes: %w", len(ups), err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return applied, fmt.Errorf("queue: recording outcomes: rows affected: %w", err)
+		}
+		applied += int(n)
+	}
+	return applied, nil
 }
 
 // extend is the heartbeat: it moves the lease of the rows ids claimed

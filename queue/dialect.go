@@ -107,14 +107,12 @@ func (d dialect) txOptions() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 }
 
-// write runs the writes f makes in READ COMMITTED: on MySQL in a short
-// transaction (a plain statement would run in the session's REPEATABLE
-// READ and, should the server scan the table, wait for every row another
-// session holds, related or not); on SQLite as they are.
+// write runs the writes f makes in one short transaction: on MySQL in READ
+// COMMITTED (a plain statement would run in the session's REPEATABLE READ
+// and, should the server scan the table, wait for every row another
+// session holds, related or not); on SQLite as BEGIN IMMEDIATE, so that
+// many small statements take the write lock once.
 func (q *Queue) write(ctx context.Context, f func(execer) error) error {
-	if q.d.sqlite {
-		return f(q.db)
-	}
 	tx, err := q.db.BeginTx(ctx, q.d.txOptions())
 	if err != nil {
 		return fmt.Errorf("queue: begin: %w", err)

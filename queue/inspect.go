@@ -7,58 +7,126 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
-// ErrNotFound is returned by Row for an id that is not in the lane's table.
+// ErrNotFound matches the error for an id that is not in the lane's table.
 var ErrNotFound = errors.New("queue: no such mail")
 
 // Row is what an operator needs to answer "why did my mail not arrive":
 // its state, its attempts, the last outcome and the provider's message id
-// to look up in the provider's logs.
+// to look up in the provider's logs. Its JSON form uses snake_case names and
+// leaves out the times of what has not happened.
 type Row struct {
-	ID             int64
-	Status         string
-	Attempts       int
-	MaxAttempts    int
-	To             string
-	Subject        string
-	Template       string
-	MessageID      string // our Message-ID header
-	ProviderID     string // the provider's id, once sent
-	LastKind       string // sent, temporary, permanent, connection or expired
-	LastCode       int
-	LastRule       string // the classification rule that decided the last failure
-	LastError      string
-	MaybeDelivered bool
+	ID          int64  `json:"id"`
+	Status      string `json:"status"` // pending, sending, sent, retry or failed
+	Attempts    int    `json:"attempts"`
+	MaxAttempts int    `json:"max_attempts"`
+	From        string `json:"from"`
+	To          string `json:"to"`
+	Subject     string `json:"subject"`
+	Template    string `json:"template,omitempty"`
+	MessageID   string `json:"message_id"`            // our Message-ID header
+	ProviderID  string `json:"provider_id,omitempty"` // the provider's id, once sent
+	// LastKind is the last outcome: sent, temporary, permanent, connection,
+	// expired (the not-after deadline passed), poison (its worker died on it
+	// every time) or cancelled (by an operator).
+	LastKind string `json:"last_kind,omitempty"`
+	LastCode int    `json:"last_code,omitempty"`
+	// LastRule is the classification rule that decided the last failure.
+	LastRule       string `json:"last_rule,omitempty"`
+	LastError      string `json:"last_error,omitempty"`
+	MaybeDelivered bool   `json:"maybe_delivered,omitempty"`
 	// Crashes counts the leases that expired while the mail was sending:
 	// its worker died or hung, so it may have been delivered then.
-	Crashes   int
-	CreatedAt time.Time
-	NextRun   time.Time // due (pending, retry), lease end (sending), finished (sent, failed)
-	SentAt    time.Time // zero unless sent
+	Crashes int `json:"crashes,omitempty"`
+	// History has one line per operator action (retry, cancel), oldest
+	// first.
+	History   []string  `json:"history,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// DueAt is when a pending or retry row is due; LeaseEnds when a sending
+	// row's lease ends; FinishedAt when a sent or failed row finished. Only
+	// the one for the row's status is set.
+	DueAt      time.Time `json:"due_at,omitzero"`
+	LeaseEnds  time.Time `json:"lease_ends,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	SentAt     time.Time `json:"sent_at,omitzero"`
+	NotAfter   time.Time `json:"not_after,omitzero"` // the deadline set at enqueue, if any
 }
 
-// Row reads one mail of the lane by id.
-func (q *Queue) Row(ctx context.Context, id int64) (Row, error) {
+// rowColumns are read for a Row, in scanRow's order; no body.
+const rowColumns = `id, status, attempts, max_attempts, from_addr, to_addr, subject, template, message_id,
+  provider_id, last_kind, last_code, last_rule, last_error, maybe_delivered, crashes, history, created_at, next_run, sent_at, not_after`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRow(sc scanner) (Row, error) {
 	var r Row
 	var status, maybe int
-	var created, next, sent int64
-	err := q.db.QueryRowContext(ctx, `SELECT id, status, attempts, max_attempts, to_addr, subject, template, message_id,
-  provider_id, last_kind, last_code, last_rule, last_error, maybe_delivered, crashes, created_at, next_run, sent_at FROM `+q.table+` WHERE id = ?`, id).
-		Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &r.To, &r.Subject, &r.Template, &r.MessageID,
-			&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastRule, &r.LastError, &maybe, &r.Crashes, &created, &next, &sent)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Row{}, fmt.Errorf("%w: id %d in %s", ErrNotFound, id, q.lane.Table)
-	}
-	if err != nil {
-		return Row{}, fmt.Errorf("queue: reading mail %d: %w", id, err)
+	var history string
+	var created, next, sent, notAfter int64
+	if err := sc.Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &r.From, &r.To, &r.Subject, &r.Template, &r.MessageID,
+		&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastRule, &r.LastError, &maybe, &r.Crashes, &history, &created, &next, &sent, &notAfter); err != nil {
+		return Row{}, err
 	}
 	r.Status = StatusName(status)
 	r.LastKind = strings.TrimSpace(r.LastKind)
 	r.MaybeDelivered = maybe != 0
-	r.CreatedAt, r.NextRun = time.UnixMilli(created), time.UnixMilli(next)
+	if history != "" {
+		r.History = strings.Split(history, "\n")
+	}
+	r.CreatedAt = time.UnixMilli(created)
+	switch status {
+	case StatusPending, StatusRetry:
+		r.DueAt = time.UnixMilli(next)
+	case StatusSending:
+		r.LeaseEnds = time.UnixMilli(next)
+	default:
+		r.FinishedAt = time.UnixMilli(next)
+	}
 	if sent != 0 {
 		r.SentAt = time.UnixMilli(sent)
 	}
+	if notAfter != 0 {
+		r.NotAfter = time.UnixMilli(notAfter)
+	}
 	return r, nil
+}
+
+// Row reads one mail of the lane by id.
+func (q *Queue) Row(ctx context.Context, id int64) (Row, error) {
+	r, err := scanRow(q.db.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM `+q.table+` WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Row{}, q.notFound(id)
+	}
+	if err != nil {
+		return Row{}, fmt.Errorf("queue: reading mail %d: %w", id, err)
+	}
+	return r, nil
+}
+
+func (q *Queue) notFound(id int64) error {
+	return fmt.Errorf("%w: id %d in %s", ErrNotFound, id, q.lane.Table)
+}
+
+// Message reads the mail with the given id as it will be sent: addresses,
+// subject, bodies and extra headers, as they were at enqueue time.
+func (q *Queue) Message(ctx context.Context, id int64) (*transport.Message, error) {
+	m := &transport.Message{}
+	var headers string
+	err := q.db.QueryRowContext(ctx, `SELECT message_id, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name,
+  subject, text_body, html_body, headers FROM `+q.table+` WHERE id = ?`, id).
+		Scan(&m.MessageID, &m.From.Address, &m.From.Name, &m.To.Address, &m.To.Name, &m.ReplyTo.Address, &m.ReplyTo.Name,
+			&m.Subject, &m.Text, &m.HTML, &headers)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, q.notFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: reading mail %d: %w", id, err)
+	}
+	if m.Headers, err = parseHeaders(headers); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

@@ -166,6 +166,7 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 			w.log.Error("rescuer failed", "err", err)
 		case n > 0:
 			w.count(func(s *WorkerStats) { s.Rescued += int64(n) })
+			call(w.observer().RescueFunc, RescueEvent{Lane: w.q.lane.Name, Rows: n})
 			w.log.Warn("rescued rows whose lease expired (a worker died or hung while sending them); they may have been delivered", "rows", n)
 		}
 	}

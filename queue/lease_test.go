@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestHeartbeatKeepsTheLeaseOfALongSend: sends take six times the lease;
+// TestHeartbeatKeepsTheLeaseOfALongSend: sends take three times the lease;
 // the heartbeat renews it, so the rescuer of a second worker never takes
 // the rows over, and each mail is sent once.
 func TestHeartbeatKeepsTheLeaseOfALongSend(t *testing.T) {
@@ -20,19 +20,20 @@ func TestHeartbeatKeepsTheLeaseOfALongSend(t *testing.T) {
 		enqueueN(t, q, 4)
 		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 			select {
-			case <-time.After(3 * time.Second):
+			case <-time.After(6 * time.Second):
 				return transport.Receipt{MessageID: m.MessageID}, nil
 			case <-ctx.Done():
 				return transport.Receipt{}, ctx.Err()
 			}
 		})
 		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
 		var wg sync.WaitGroup
+		defer wg.Wait() // even when the test fails early: no worker outlives it
+		defer cancel()
 		var workers []*Worker
 		for _, id := range []string{"a", "b"} {
 			w, err := NewWorker(newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil), tr, &WorkerOptions{ID: id, Batch: 4, Concurrency: 4,
-				LeaseMargin: 500 * time.Millisecond, RescueInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, CleanupInterval: -1, Logger: quietLogger()})
+				LeaseMargin: 2 * time.Second, RescueInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, CleanupInterval: -1, Logger: quietLogger()})
 			require.NoError(t, err)
 			workers = append(workers, w)
 			wg.Add(1)

@@ -111,8 +111,9 @@ func runThroughPause(t *testing.T, s store, pause time.Duration, pauseFunc func(
 	})
 	var problems problemLog
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var wg sync.WaitGroup
+	defer wg.Wait() // even when the test fails early: no worker outlives it
+	defer cancel()
 	start := func(id string) *Worker {
 		w, err := NewWorker(q(t, s), tr, &WorkerOptions{ID: id, Batch: 40, Concurrency: 8, LeaseMargin: 3 * time.Second,
 			RescueInterval: 200 * time.Millisecond, PollInterval: 100 * time.Millisecond, CleanupInterval: -1, Logger: problems.logger()})

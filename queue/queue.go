@@ -55,6 +55,7 @@ type Queue struct {
 
 	table  string // quoted
 	limits string // quoted
+	lanes  string // quoted lanesTable
 
 	// For SQLite: the database file and what it was when New opened it.
 	file     string
@@ -92,6 +93,7 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	}
 	q.table = d.quote(lane.Table)
 	q.limits = d.quote(lane.Table + "_limits")
+	q.lanes = d.quote(lanesTable)
 	if d.sqlite {
 		if err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&q.file); err != nil {
 			return nil, fmt.Errorf("queue: finding the SQLite file: %w", err)
@@ -104,6 +106,10 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	}
 	return q, nil
 }
+
+// Lane returns the lane with its defaults filled in: metrics and alerts
+// name it by Lane().Name.
+func (q *Queue) Lane() Lane { return q.lane }
 
 func (l Lane) withDefaults() (Lane, error) {
 	if l.Table == "" {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -48,14 +49,15 @@ func validTable(name string) error {
 
 // migration is one schema step for one lane table. Each statement must be
 // safe to run again: MySQL commits DDL implicitly, so a step interrupted
-// halfway is simply re-run.
+// halfway is simply re-run (an ADD COLUMN or ADD KEY that finds its column
+// or key there already counts as done). Versions increase along the list;
+// gaps are allowed.
 type migration struct {
 	version int
 	// addsColumn, when set, names the column the step adds: the step is
-	// skipped if the table already has it (ADD COLUMN cannot be re-run, and
-	// MySQL has no ADD COLUMN IF NOT EXISTS).
+	// skipped if the table already has it.
 	addsColumn string
-	mysql      []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name
+	mysql      []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name, %[4]s the quoted lanes table
 	sqlite     []string
 }
 
@@ -157,6 +159,35 @@ var migrations = []migration{{
 	mysql:      []string{`ALTER TABLE %[1]s ADD COLUMN last_rule VARCHAR(80) NOT NULL DEFAULT '' AFTER last_code`},
 	sqlite:     []string{`ALTER TABLE %[1]s ADD COLUMN last_rule TEXT NOT NULL DEFAULT ''`},
 }, {
+	// Operations: find mail by recipient, keep a line per operator action,
+	// pause a lane. On MySQL/MariaDB the recipient index is on a virtual
+	// column of 8 bytes of SHA-256 of the lower-cased address (fixed width,
+	// computed by the server, nothing stored in the row); SQLite indexes
+	// lower(to_addr) itself.
+	version: 4,
+	mysql: []string{
+		`ALTER TABLE %[1]s ADD COLUMN to_hash BINARY(8) AS (UNHEX(LEFT(SHA2(LOWER(to_addr), 256), 16))) VIRTUAL COMMENT 'SHA-256 of the lower-cased recipient, first 8 bytes: find mail by recipient'`,
+		`ALTER TABLE %[1]s ADD KEY idx_to (to_hash)`,
+		`ALTER TABLE %[1]s ADD COLUMN history VARCHAR(1024) NOT NULL DEFAULT '' COMMENT 'operator actions (retry, cancel), one line each, oldest dropped first'`,
+		`CREATE TABLE IF NOT EXISTS %[4]s (
+  tbl            VARCHAR(64) CHARACTER SET ascii NOT NULL COMMENT 'the lane table',
+  paused_at      BIGINT NOT NULL DEFAULT 0 COMMENT 'unix ms: paused by an operator; 0 = not paused',
+  pause_reason   VARCHAR(255) NOT NULL DEFAULT '',
+  breaker_until  BIGINT NOT NULL DEFAULT 0 COMMENT 'unix ms: a worker''s breaker holds the lane until then',
+  breaker_reason VARCHAR(255) NOT NULL DEFAULT '',
+  PRIMARY KEY (tbl)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`},
+	sqlite: []string{
+		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_to" ON %[1]s (lower(to_addr))`,
+		`ALTER TABLE %[1]s ADD COLUMN history TEXT NOT NULL DEFAULT ''`,
+		`CREATE TABLE IF NOT EXISTS %[4]s (
+  tbl            TEXT NOT NULL PRIMARY KEY,
+  paused_at      INTEGER NOT NULL DEFAULT 0,
+  pause_reason   TEXT NOT NULL DEFAULT '',
+  breaker_until  INTEGER NOT NULL DEFAULT 0,
+  breaker_reason TEXT NOT NULL DEFAULT ''
+)`},
+}, {
 	// Version 6: provider_id, written when a mail is sent, is fixed-width,
 	// so that InnoDB updates the row in place on completion instead of
 	// rewriting the whole row with its bodies (redo per mail falls about
@@ -171,6 +202,36 @@ func SchemaVersion() int { return migrations[len(migrations)-1].version }
 
 const schemaTable = "mailspool_schema"
 
+// SharedTables are the tables Migrate creates once per database, beside
+// the lane tables, in SQL that MySQL/MariaDB and SQLite both accept:
+// mailspool_alerts holds each alert condition's state so that the worker
+// processes of a lane send one alert and one recovery between them, and
+// mailspool_runs the worker processes that started, so that a worker
+// restarting over and over can be told (package alert).
+var SharedTables = []string{
+	`CREATE TABLE IF NOT EXISTS mailspool_alerts (
+  lane        VARCHAR(64) NOT NULL,
+  cond        VARCHAR(32) NOT NULL,
+  seen_at     BIGINT NOT NULL DEFAULT 0,
+  notified    INT NOT NULL DEFAULT 0,
+  since       BIGINT NOT NULL DEFAULT 0,
+  lease_until BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (lane, cond)
+)`,
+	`CREATE TABLE IF NOT EXISTS mailspool_runs (
+  lane       VARCHAR(64) NOT NULL,
+  worker     VARCHAR(64) NOT NULL,
+  started_at BIGINT NOT NULL,
+  seen_at    BIGINT NOT NULL,
+  clean      INT NOT NULL DEFAULT 0,
+  PRIMARY KEY (lane, worker)
+)`,
+}
+
+// lanesTable holds lane-wide state that every worker process reads: an
+// operator's pause, a breaker's hold.
+const lanesTable = "mailspool_lanes"
+
 // Migrate creates or upgrades the tables of the given lane tables
 // (DefaultTable when none is given) to SchemaVersion. It is idempotent, and
 // safe to re-run after an interruption. The version of each lane table is
@@ -183,9 +244,13 @@ func Migrate(ctx context.Context, db *sql.DB, tables ...string) error {
 	if len(tables) == 0 {
 		tables = []string{DefaultTable}
 	}
-	create := `CREATE TABLE IF NOT EXISTS ` + d.quote(schemaTable) + ` (tbl VARCHAR(64) NOT NULL PRIMARY KEY, version INT NOT NULL, applied_at BIGINT NOT NULL)`
-	if _, err := db.ExecContext(ctx, create); err != nil {
+	if _, err := db.ExecContext(ctx, createSchemaTable(d)); err != nil {
 		return fmt.Errorf("queue: migrate: creating %s: %w", schemaTable, err)
+	}
+	for _, stmt := range SharedTables {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("queue: migrate: creating the shared tables: %w", err)
+		}
 	}
 	for _, table := range tables {
 		if err := validTable(table); err != nil {
@@ -210,10 +275,7 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) erro
 		if m.version <= current {
 			continue
 		}
-		stmts := m.mysql
-		if d.sqlite {
-			stmts = m.sqlite
-		}
+		stmts := migrationSQL(d, m, table)
 		if m.addsColumn != "" {
 			has, err := hasColumn(ctx, db, d, table, m.addsColumn)
 			if err != nil {
@@ -223,9 +285,8 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) erro
 				stmts = nil
 			}
 		}
-		for _, s := range stmts {
-			q := fmt.Sprintf(s, d.quote(table), d.quote(table+"_limits"), table)
-			if _, err := db.ExecContext(ctx, q); err != nil {
+		for _, stmt := range stmts {
+			if _, err := db.ExecContext(ctx, stmt); err != nil && !alreadyThere(err) {
 				return fmt.Errorf("queue: migrate %s to version %d: %w", table, m.version, err)
 			}
 		}
@@ -240,6 +301,27 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) erro
 		}
 	}
 	return nil
+}
+
+// migrationSQL is m's statements for table in dialect d.
+func migrationSQL(d dialect, m migration, table string) []string {
+	stmts := m.mysql
+	if d.sqlite {
+		stmts = m.sqlite
+	}
+	out := make([]string, len(stmts))
+	for i, s := range stmts {
+		out[i] = fmt.Sprintf(s, d.quote(table), d.quote(table+"_limits"), table, d.quote(lanesTable))
+	}
+	return out
+}
+
+// alreadyThere reports whether a migration statement failed because an
+// earlier, interrupted run already added its column or key (neither MySQL
+// nor SQLite has ADD COLUMN IF NOT EXISTS).
+func alreadyThere(err error) bool {
+	s := strings.ToLower(err.Error())
+	return strings.Contains(s, "duplicate column name") || strings.Contains(s, "duplicate key name")
 }
 
 // hasColumn reports whether table has column.

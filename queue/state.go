@@ -32,6 +32,11 @@ import (
 //	                               crashes reach maxCrashes            failed "poison"
 //	                               NotAfter passed                     failed "expired"
 //
+// Operators act only on rows no worker holds (operate.go): retry takes a
+// failed or retry row to pending at once with attempts and crashes at 0 and
+// NotAfter dropped; cancel takes a pending or retry row to failed
+// "cancelled".
+//
 // Attempt accounting. The attempts column counts the sends whose outcome
 // was recorded, except connection failures during an outage. A claim does
 // not change it: job.attempts is the stored count plus the attempt the
@@ -68,6 +73,7 @@ type job struct {
 	crashes        int   // leases that expired while sending, before this one
 	notAfter       int64 // unix ms, 0 = none
 	maybeDelivered bool
+	createdAt      int64 // unix ms: enqueued
 	msg            transport.Message
 }
 

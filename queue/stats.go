@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -13,18 +14,23 @@ const StuckAfter = 5 * time.Minute
 // Stats are the numbers that explain most incidents.
 type Stats struct {
 	// Backlog is the mail not yet finished: pending + retry + sending.
-	Backlog int64
-	Pending int64
-	Retry   int64
-	Sending int64
+	Backlog int64 `json:"backlog"`
+	Pending int64 `json:"pending"`
+	Retry   int64 `json:"retry"`
+	Sending int64 `json:"sending"`
 	// SentLastHour and FailedLastHour count rows that finished in the last
-	// hour; FailureRate is Failed / (Sent + Failed), 0 when both are 0.
-	SentLastHour   int64
-	FailedLastHour int64
-	FailureRate    float64
+	// hour (mail an operator cancelled is not a failure); FailureRate is
+	// Failed / (Sent + Failed), 0 when both are 0.
+	SentLastHour   int64   `json:"sent_last_hour"`
+	FailedLastHour int64   `json:"failed_last_hour"`
+	FailureRate    float64 `json:"failure_rate_last_hour"`
 	// Stuck counts sending rows whose lease ended more than StuckAfter ago:
 	// a worker died or hangs on them, and no live worker has taken them over.
-	Stuck int64
+	Stuck int64 `json:"stuck_in_sending"`
+	// OldestDue is how long the most overdue pending or retry row has been
+	// due without being claimed: 0 while workers keep up, growing when they
+	// do not (or none runs).
+	OldestDue time.Duration `json:"-"`
 }
 
 // Stats computes the lane's Stats. Each count is a range of the
@@ -41,7 +47,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		{&s.Retry, statusIs(StatusRetry), nil},
 		{&s.Sending, statusIs(StatusSending), nil},
 		{&s.SentLastHour, statusIs(StatusSent) + " AND next_run > ?", []any{now.Add(-time.Hour).UnixMilli()}},
-		{&s.FailedLastHour, statusIs(StatusFailed) + " AND next_run > ?", []any{now.Add(-time.Hour).UnixMilli()}},
+		{&s.FailedLastHour, statusIs(StatusFailed) + " AND next_run > ? AND last_kind <> ?", []any{now.Add(-time.Hour).UnixMilli(), kindCancelled}},
 		{&s.Stuck, statusIs(StatusSending) + " AND next_run < ?", []any{now.Add(-StuckAfter).UnixMilli()}},
 	}
 	for _, c := range counts {
@@ -49,6 +55,18 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		if err != nil {
 			return Stats{}, fmt.Errorf("queue: stats (%s): %w", c.where, err)
 		}
+	}
+	for _, status := range []int{StatusPending, StatusRetry} {
+		var due int64
+		err := q.db.QueryRowContext(ctx, q.d.bounded(`SELECT next_run FROM `+q.table+` WHERE status = ? AND next_run <= ? ORDER BY next_run LIMIT 1`),
+			status, now.UnixMilli()).Scan(&due)
+		if err == sql.ErrNoRows {
+			continue
+		}
+		if err != nil {
+			return Stats{}, fmt.Errorf("queue: stats (oldest due %s row): %w", StatusName(status), err)
+		}
+		s.OldestDue = max(s.OldestDue, now.Sub(time.UnixMilli(due)))
 	}
 	s.Backlog = s.Pending + s.Retry + s.Sending
 	if done := s.SentLastHour + s.FailedLastHour; done > 0 {

@@ -88,3 +88,29 @@ func TestSendNow(t *testing.T) {
 	_, _ = SendNow(context.Background(), hang, testMessage("a@example.com"))
 	assert.WithinDuration(t, start.Add(SendNowTimeout), deadline, time.Second, "3s by default")
 }
+
+func TestStatsOldestDue(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
+		ids := enqueueN(t, q, 3)
+		now := clock.Now()
+		set := func(id int64, status int, nextRun time.Time) {
+			_, err := s.db.Exec(`UPDATE `+q.table+` SET status = ?, next_run = ? WHERE id = ?`, status, nextRun.UnixMilli(), id)
+			require.NoError(t, err)
+		}
+		set(ids[0], StatusPending, now.Add(-3*time.Minute))
+		set(ids[1], StatusRetry, now.Add(-7*time.Minute))
+		set(ids[2], StatusRetry, now.Add(time.Hour)) // not due: not overdue
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 7*time.Minute, st.OldestDue, "the most overdue of pending and retry")
+
+		set(ids[1], StatusSent, now)
+		set(ids[0], StatusPending, now.Add(time.Minute))
+		st, err = q.Stats(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, st.OldestDue, "nothing due")
+	})
+}

@@ -62,6 +62,9 @@ type WorkerOptions struct {
 	Retention       Retention
 	// Logger receives the worker's log lines (default slog.Default()).
 	Logger *slog.Logger
+	// Observer, if not nil, is told what the worker does (metrics, health
+	// checks, alerts); see Observer.
+	Observer *Observer
 }
 
 // WorkerStats counts what a worker has done since it started.
@@ -98,6 +101,8 @@ type Worker struct {
 	resume chan struct{}
 	// abandon is closed when Run stops waiting for outcomes to be written.
 	abandon chan struct{}
+	// paused is the operator's pause as the claim loop last read it.
+	paused pauseWatch
 
 	stats struct {
 		sync.Mutex
@@ -258,7 +263,14 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 		pause, limit := w.brk.state(clock.Now(), limit)
 		if pause > 0 {
 			w.log.Warn("lane paused after connection failures", "for", pause)
+			call(w.observer().BreakerFunc, BreakerEvent{Lane: w.q.lane.Name, Open: true, Until: clock.Now().Add(pause)})
+			w.holdLane(ctx, pause)
 			wait(ctx, clock, pause)
+			continue
+		}
+		if w.pausedByOperator(ctx) {
+			call(w.observer().ClaimFunc, ClaimEvent{Lane: w.q.lane.Name, Paused: true})
+			wait(ctx, clock, w.opts.PollInterval)
 			continue
 		}
 		select {
@@ -270,6 +282,7 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 		}
 		n, done, err := w.dispatch(ctx, limit)
 		processed += n
+		call(w.observer().ClaimFunc, ClaimEvent{Lane: w.q.lane.Name, Rows: n, Err: err})
 		if done != nil {
 			batches.Add(1)
 			go func() {
@@ -361,6 +374,7 @@ func (w *Worker) storeFailed(h *health, err error) {
 	})
 	if conflict {
 		w.log.Warn("database deadlock or lock wait timeout", "err", err, "deadlocks", w.Stats().Deadlocks)
+		call(w.observer().DeadlockFunc, DeadlockEvent{Lane: w.q.lane.Name, Op: w.statementOf(h)})
 	}
 }
 
@@ -371,6 +385,7 @@ func (w *Worker) resumeLoop(ctx context.Context) {
 			return
 		case <-w.resume:
 		}
+		w.releaseLane(ctx)
 		n, err := w.q.resumeDeferred(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -385,6 +400,9 @@ func (w *Worker) resumeLoop(ctx context.Context) {
 func (w *Worker) cleanupLoop(ctx context.Context) {
 	for wait(ctx, w.q.clock, w.opts.CleanupInterval) {
 		n, err := w.q.Cleanup(ctx, w.opts.Retention, nil)
+		if ctx.Err() == nil {
+			call(w.observer().CleanupFunc, CleanupEvent{Lane: w.q.lane.Name, Deleted: n, Err: err})
+		}
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("cleanup failed", "err", err)
 			continue

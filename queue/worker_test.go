@@ -118,9 +118,17 @@ func drain(t *testing.T, s store, workerCount, n int) {
 		tr := newFuncTransport(nil)
 
 		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
 		var problems problemLog
 		var wg sync.WaitGroup
+		defer func() {
+			if t.Failed() {
+				for _, l := range problems.Lines() {
+					t.Log(l)
+				}
+			}
+		}()
+		defer wg.Wait() // even when the test fails early: no worker outlives it
+		defer cancel()
 		workers := make([]*Worker, workerCount)
 		for i := range workers {
 			db := s.open(t) // each worker on its own connections

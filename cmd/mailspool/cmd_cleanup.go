@@ -3,14 +3,35 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/mailspool/mailspool/config"
 )
 
+// keepForever is a retention no row reaches: for the status cleanup
+// --status leaves alone.
+const keepForever = 100 * 365 * 24 * time.Hour
+
 func runCleanup(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "cleanup", "[--db URL] [--config FILE] [--lane NAME] [--json]")
+	fs := newFlagSet(e, "cleanup", "[--db URL] [--config FILE] [--lane NAME] [--older-than D] [--status sent|failed] [--json]")
 	var lf laneFlags
 	lf.register(fs)
+	olderThan := fs.String("older-than", "", "delete rows finished longer ago than this (90m, 12h, 30d; default: each lane's keep_sent and keep_failed)")
+	status := fs.String("status", "", "delete only sent or only failed rows (default: both)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var age time.Duration
+	if *olderThan != "" {
+		var err error
+		if age, err = config.ParseDuration(*olderThan); err != nil || age <= 0 {
+			return usageError{fmt.Sprintf("--older-than %q: want a positive duration (90m, 12h, 30d)", *olderThan)}
+		}
+	}
+	switch *status {
+	case "", "sent", "failed":
+	default:
+		return usageError{fmt.Sprintf("--status %q: want sent or failed", *status)}
 	}
 	lanes, qs, db, err := lf.openQueues(ctx)
 	if err != nil {
@@ -20,7 +41,17 @@ func runCleanup(ctx context.Context, e *env, args []string) error {
 	deleted := map[string]int64{}
 	for i, q := range qs {
 		name := lanes[i].Lane.Name
-		n, err := q.Cleanup(ctx, lanes[i].Worker.Retention, func(total int64) {
+		r := lanes[i].Worker.Retention
+		if age > 0 {
+			r.Sent, r.Failed = age, age
+		}
+		switch *status {
+		case "sent":
+			r.Failed = keepForever
+		case "failed":
+			r.Sent = keepForever
+		}
+		n, err := q.Cleanup(ctx, r, func(total int64) {
 			fmt.Fprintf(e.stderr, "\rlane %s: %d rows deleted", name, total)
 		})
 		if n > 0 {

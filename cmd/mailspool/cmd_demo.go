@@ -270,9 +270,7 @@ func (d *demo) report(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintln(e.stdout, "The three monitoring numbers:")
-	lane := d.lane
-	printStats(e, laneStats{Lane: lane.Name, Table: lane.Table, Backlog: s.Backlog, Pending: s.Pending, Retry: s.Retry, Sending: s.Sending,
-		SentLastHour: s.SentLastHour, FailedLastHour: s.FailedLastHour, FailureRate: s.FailureRate, Stuck: s.Stuck})
+	printStats(e, laneStats{Lane: d.lane.Name, Table: d.lane.Table, Stats: s})
 	return nil
 }
 

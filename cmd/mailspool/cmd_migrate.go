@@ -3,28 +3,137 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 )
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "migrate", "[--db URL] [--config FILE]")
+	if len(args) > 0 && args[0] == "status" {
+		return runMigrateStatus(ctx, e, args[1:])
+	}
+	fs := newFlagSet(e, "migrate", "[--db URL] [--config FILE] [--lane NAME] [--print-sql [--store mysql|sqlite] [--from N]] | status [--json]")
 	var sf storeFlags
 	sf.register(fs)
+	lane := fs.String("lane", "", "only this lane's table (default: every lane)")
+	printSQL := fs.Bool("print-sql", false, "print the DDL instead of running it, for a schema tool of your own (goose, atlas, golang-migrate); connects to nothing")
+	store := fs.String("store", "", "with --print-sql: mysql (MySQL and MariaDB) or sqlite (default: the configured database's)")
+	from := fs.Int("from", 0, "with --print-sql: the schema version the tables are at now (0: they do not exist)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if !*printSQL && (*store != "" || *from != 0) {
+		return usageError{"--store and --from go with --print-sql"}
+	}
+	if *printSQL {
+		return printMigrationSQL(e, sf, *lane, *store, *from)
 	}
 	cfg, db, err := sf.open()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := queue.Migrate(ctx, db, config.Tables(cfg.Lanes)...); err != nil {
+	lanes, err := cfg.Pick(*lane)
+	if err != nil {
 		return err
 	}
-	for _, l := range cfg.Lanes {
+	if err := queue.Migrate(ctx, db, config.Tables(lanes)...); err != nil {
+		return err
+	}
+	for _, l := range lanes {
 		fmt.Fprintf(e.stdout, "lane %s: table %s is at schema version %d\n", l.Lane.Name, l.Lane.Table, queue.SchemaVersion())
+	}
+	return nil
+}
+
+func printMigrationSQL(e *env, sf storeFlags, lane, store string, from int) error {
+	cfg, err := config.Load(sf.config, sf.db)
+	if err != nil {
+		return err
+	}
+	lanes, err := cfg.Pick(lane)
+	if err != nil {
+		return err
+	}
+	if store == "" {
+		scheme, _, _ := strings.Cut(cfg.Database, ":")
+		switch strings.ToLower(scheme) {
+		case "mysql", "mariadb":
+			store = "mysql"
+		default:
+			store = "sqlite"
+		}
+	}
+	for _, l := range lanes {
+		stmts, err := queue.SchemaSQL(store, l.Lane.Table, from)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		fmt.Fprintf(e.stdout, "-- mailspool lane %s, table %s, %s: schema version %d to %d\n", l.Lane.Name, l.Lane.Table, store, from, queue.SchemaVersion())
+		for _, s := range stmts {
+			fmt.Fprintf(e.stdout, "%s;\n\n", s)
+		}
+	}
+	return nil
+}
+
+// tableStatus is one lane's entry of "mailspool migrate status --json".
+type tableStatus struct {
+	Lane    string `json:"lane"`
+	Table   string `json:"table"`
+	Version int    `json:"version"`
+	Want    int    `json:"want"`
+}
+
+func runMigrateStatus(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "migrate status", "[--db URL] [--config FILE] [--lane NAME] [--json]")
+	var lf laneFlags
+	lf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, db, err := lf.open()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	lanes, err := cfg.Pick(lf.lane)
+	if err != nil {
+		return err
+	}
+	var out []tableStatus
+	behind := 0
+	for _, l := range lanes {
+		v, err := queue.TableVersion(ctx, db, l.Lane.Table)
+		if err != nil {
+			return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
+		}
+		out = append(out, tableStatus{Lane: l.Lane.Name, Table: l.Lane.Table, Version: v, Want: queue.SchemaVersion()})
+		if v != queue.SchemaVersion() {
+			behind++
+		}
+	}
+	if lf.asJSON {
+		if err := writeJSON(e.stdout, out); err != nil {
+			return err
+		}
+	} else {
+		for _, s := range out {
+			state := "up to date"
+			switch {
+			case s.Version == 0:
+				state = "not created: run 'mailspool migrate'"
+			case s.Version < s.Want:
+				state = "behind: run 'mailspool migrate'"
+			case s.Version > s.Want:
+				state = "newer than this program: upgrade mailspool"
+			}
+			fmt.Fprintf(e.stdout, "lane %s: table %s at schema version %d of %d, %s\n", s.Lane, s.Table, s.Version, s.Want, state)
+		}
+	}
+	if behind > 0 {
+		return exitError{code: exitFailure}
 	}
 	return nil
 }

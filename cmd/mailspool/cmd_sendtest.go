@@ -93,11 +93,15 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintln(e.stdout)
 	}
-	if err != nil {
-		if res.Rule != "" {
-			return fmt.Errorf("not sent (%s, rule %s): %w", res.Kind, res.Rule, err)
-		}
-		return fmt.Errorf("not sent (%s): %w", res.Kind, err)
+	switch {
+	case err == nil:
+		return nil
+	case transport.KindOf(err) == transport.Permanent && res.Rule != "":
+		return exitError{exitPermanent, fmt.Errorf("not sent (%s, rule %s): %w", res.Kind, res.Rule, err)}
+	case transport.KindOf(err) == transport.Permanent:
+		return exitError{exitPermanent, fmt.Errorf("not sent (%s): %w", res.Kind, err)}
+	case res.Rule != "":
+		return fmt.Errorf("not sent (%s, rule %s): %w", res.Kind, res.Rule, err)
 	}
-	return nil
+	return fmt.Errorf("not sent (%s): %w", res.Kind, err)
 }

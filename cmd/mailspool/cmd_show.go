@@ -3,19 +3,42 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/mail"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/mailspool/mailspool/queue"
 )
 
+// shownMail is "mailspool show --json": the row, and with --full the
+// message in the shape "mailspool enqueue --file" reads.
+type shownMail struct {
+	Lane string `json:"lane"`
+	queue.Row
+	Message *mailSpec `json:"message,omitempty"`
+}
+
 func runShow(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "show", "--id N [--db URL] [--config FILE] [--lane NAME] [--json]")
+	fs := newFlagSet(e, "show", "[--db URL] [--config FILE] [--lane NAME] [--full] [--json] (--id N | N)")
 	var lf laneFlags
 	lf.register(fs)
-	id := fs.Int64("id", 0, "row id, as enqueue printed it (required)")
-	if err := parseFlags(fs, args); err != nil {
+	id := fs.Int64("id", 0, "row id, as enqueue and list print it (or give it as the argument)")
+	full := fs.Bool("full", false, "also print the headers and bodies as they will be sent")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
+	switch {
+	case len(pos) == 1 && *id == 0:
+		if *id, err = strconv.ParseInt(pos[0], 10, 64); err != nil {
+			return usageError{fmt.Sprintf("%q is not a mail id", pos[0])}
+		}
+	case len(pos) > 0:
+		return usageError{"give one mail id, with --id or as the argument"}
+	}
 	if *id <= 0 {
-		return usageError{"--id is required and must be positive"}
+		return usageError{"a mail id is required (--id N) and must be positive"}
 	}
 	lanes, qs, db, err := lf.openQueues(ctx)
 	if err != nil {
@@ -29,39 +52,103 @@ func runShow(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if lf.asJSON {
-		return writeJSON(e.stdout, r)
-	}
-	at := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
+	out := shownMail{Lane: lanes[0].Lane.Name, Row: r}
+	if *full {
+		m, err := qs[0].Message(ctx, *id)
+		if err != nil {
+			return err
 		}
-		return t.UTC().Format(time.RFC3339)
+		spec := &mailSpec{From: addrString(m.From), To: addrString(m.To), Subject: m.Subject, Text: m.Text, HTML: m.HTML}
+		if m.ReplyTo.Address != "" {
+			spec.ReplyTo = addrString(m.ReplyTo)
+		}
+		for _, h := range m.Headers {
+			spec.Headers = append(spec.Headers, headerSpec{Name: h.Name, Value: h.Value})
+		}
+		out.Message = spec
 	}
-	fmt.Fprintf(e.stdout, "mail %d in lane %s\n", r.ID, lanes[0].Lane.Name)
-	fmt.Fprintf(e.stdout, "  status       %s, %d of %d attempts\n", r.Status, r.Attempts, r.MaxAttempts)
-	fmt.Fprintf(e.stdout, "  to           %s\n  subject      %s\n", r.To, r.Subject)
-	fmt.Fprintf(e.stdout, "  message-id   <%s>\n", r.MessageID)
+	if lf.asJSON {
+		return writeJSON(e.stdout, out)
+	}
+	printRow(e, out)
+	return nil
+}
+
+func printRow(e *env, s shownMail) {
+	r := s.Row
+	w := e.stdout
+	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	fmt.Fprintf(w, "mail %d in lane %s\n", r.ID, s.Lane)
+	fmt.Fprintf(w, "  status       %s, %d of %d attempts\n", r.Status, r.Attempts, r.MaxAttempts)
+	fmt.Fprintf(w, "  from         %s\n  to           %s\n  subject      %s\n", r.From, r.To, r.Subject)
+	if r.Template != "" {
+		fmt.Fprintf(w, "  template     %s\n", r.Template)
+	}
+	fmt.Fprintf(w, "  message-id   <%s>\n", r.MessageID)
 	if r.ProviderID != "" {
-		fmt.Fprintf(e.stdout, "  provider id  %s   (search the provider's logs for it)\n", r.ProviderID)
+		fmt.Fprintf(w, "  provider id  %s   (search the provider's logs for it)\n", r.ProviderID)
 	}
 	switch {
 	case r.LastKind == "sent" && r.LastError != "":
-		fmt.Fprintf(e.stdout, "  last outcome sent (an earlier attempt: %s)\n", r.LastError)
+		fmt.Fprintf(w, "  last outcome sent (an earlier attempt: %s)\n", r.LastError)
 	case r.LastKind == "sent":
-		fmt.Fprintln(e.stdout, "  last outcome sent")
+		fmt.Fprintln(w, "  last outcome sent")
+	case r.LastKind != "" && r.LastCode != 0:
+		fmt.Fprintf(w, "  last outcome %s %d: %s\n", r.LastKind, r.LastCode, r.LastError)
 	case r.LastKind != "":
-		fmt.Fprintf(e.stdout, "  last outcome %s %d: %s\n", r.LastKind, r.LastCode, r.LastError)
+		fmt.Fprintf(w, "  last outcome %s: %s\n", r.LastKind, r.LastError)
 	}
 	if r.LastRule != "" {
 		fmt.Fprintf(e.stdout, "  decided by   rule %s   (mailspool classify explains a reply)\n", r.LastRule)
 	}
 	switch {
 	case r.Crashes > 0:
-		fmt.Fprintf(e.stdout, "  note         may have been delivered before: a worker stopped while sending it (lease expired %d time(s)), so it was sent again\n", r.Crashes)
+		fmt.Fprintf(w, "  note         may have been delivered before: a worker stopped while sending it (lease expired %d time(s)), so it was sent again\n", r.Crashes)
 	case r.MaybeDelivered:
-		fmt.Fprintln(e.stdout, "  note         an earlier attempt may have been delivered (dropped after the data was sent)")
+		fmt.Fprintln(w, "  note         an earlier attempt may have been delivered (dropped after the data was sent)")
 	}
-	fmt.Fprintf(e.stdout, "  created      %s\n  next run     %s\n  sent         %s\n", at(r.CreatedAt), at(r.NextRun), at(r.SentAt))
-	return nil
+	fmt.Fprintf(w, "  enqueued     %s\n", at(r.CreatedAt))
+	for _, t := range []struct {
+		label string
+		t     time.Time
+	}{{"due", r.DueAt}, {"lease ends", r.LeaseEnds}, {"finished", r.FinishedAt}, {"sent", r.SentAt}, {"not after", r.NotAfter}} {
+		if !t.t.IsZero() {
+			fmt.Fprintf(w, "  %-12s %s\n", t.label, at(t.t))
+		}
+	}
+	for i, h := range r.History {
+		label := ""
+		if i == 0 {
+			label = "history"
+		}
+		fmt.Fprintf(w, "  %-12s %s\n", label, h)
+	}
+	if m := s.Message; m != nil {
+		fmt.Fprintln(w, "\nheaders")
+		if m.ReplyTo != "" {
+			fmt.Fprintf(w, "  Reply-To: %s\n", m.ReplyTo)
+		}
+		for _, h := range m.Headers {
+			fmt.Fprintf(w, "  %s: %s\n", h.Name, h.Value)
+		}
+		if m.Text != "" {
+			fmt.Fprintf(w, "\ntext body\n%s\n", m.Text)
+		}
+		if m.HTML != "" {
+			fmt.Fprintf(w, "\nHTML body\n%s\n", m.HTML)
+		}
+	}
+}
+
+// addrString writes a as "Name <addr>" in plain UTF-8 (mail.Address.String
+// would encode the name for a header), quoting the name where needed.
+func addrString(a mail.Address) string {
+	if a.Name == "" {
+		return a.Address
+	}
+	name := a.Name
+	if strings.ContainsAny(name, `()<>[]:;@\,."`) {
+		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
+	}
+	return name + " <" + a.Address + ">"
 }

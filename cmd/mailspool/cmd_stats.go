@@ -4,20 +4,17 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/queue"
 )
 
-// laneStats is one lane's line of "mailspool stats".
+// laneStats is one lane's entry of "mailspool stats --json".
 type laneStats struct {
-	Lane           string  `json:"lane"`
-	Table          string  `json:"table"`
-	Backlog        int64   `json:"backlog"`
-	Pending        int64   `json:"pending"`
-	Retry          int64   `json:"retry"`
-	Sending        int64   `json:"sending"`
-	SentLastHour   int64   `json:"sent_last_hour"`
-	FailedLastHour int64   `json:"failed_last_hour"`
-	FailureRate    float64 `json:"failure_rate_last_hour"`
-	Stuck          int64   `json:"stuck_in_sending"`
+	Lane  string `json:"lane"`
+	Table string `json:"table"`
+	queue.Stats
+	Paused []queue.Pause `json:"paused,omitempty"`
 }
 
 func runStats(ctx context.Context, e *env, args []string) error {
@@ -32,16 +29,9 @@ func runStats(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	var out []laneStats
-	for i, q := range qs {
-		s, err := q.Stats(ctx)
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", lanes[i].Lane.Name, err)
-		}
-		out = append(out, laneStats{
-			Lane: lanes[i].Lane.Name, Table: lanes[i].Lane.Table, Backlog: s.Backlog, Pending: s.Pending, Retry: s.Retry,
-			Sending: s.Sending, SentLastHour: s.SentLastHour, FailedLastHour: s.FailedLastHour, FailureRate: s.FailureRate, Stuck: s.Stuck,
-		})
+	out, err := collectStats(ctx, lanes, qs)
+	if err != nil {
+		return err
 	}
 	if lf.asJSON {
 		return writeJSON(e.stdout, out)
@@ -52,9 +42,44 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// collectStats reads each lane's numbers and pauses.
+func collectStats(ctx context.Context, lanes []config.Lane, qs []*queue.Queue) ([]laneStats, error) {
+	out := make([]laneStats, len(qs))
+	for i, q := range qs {
+		s, err := q.Stats(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("lane %s: %w", lanes[i].Lane.Name, err)
+		}
+		ps, err := q.Paused(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("lane %s: %w", lanes[i].Lane.Name, err)
+		}
+		out[i] = laneStats{Lane: lanes[i].Lane.Name, Table: lanes[i].Lane.Table, Stats: s, Paused: ps}
+	}
+	return out, nil
+}
+
 func printStats(e *env, s laneStats) {
 	fmt.Fprintf(e.stdout, "lane %s (table %s)\n", s.Lane, s.Table)
 	fmt.Fprintf(e.stdout, "  backlog               %6d   (pending %d, retry %d, sending %d)\n", s.Backlog, s.Pending, s.Retry, s.Sending)
 	fmt.Fprintf(e.stdout, "  failure rate, 1 hour  %5.1f%%   (%d failed, %d sent)\n", 100*s.FailureRate, s.FailedLastHour, s.SentLastHour)
-	fmt.Fprintf(e.stdout, "  stuck in sending      %6d   (lease ended over %v ago)\n", s.Stuck, 5*time.Minute)
+	fmt.Fprintf(e.stdout, "  stuck in sending      %6d   (lease ended over %v ago)\n", s.Stuck, queue.StuckAfter)
+	for _, p := range s.Paused {
+		fmt.Fprintf(e.stdout, "  paused                %s\n", describePause(p))
+	}
+}
+
+// describePause says who paused a lane, since or until when, and why.
+func describePause(p queue.Pause) string {
+	d := "by " + p.By
+	if !p.Since.IsZero() {
+		d += " since " + p.Since.UTC().Format(time.RFC3339)
+	}
+	if !p.Until.IsZero() {
+		d += " until " + p.Until.UTC().Format(time.RFC3339)
+	}
+	if p.Reason != "" {
+		d += ": " + p.Reason
+	}
+	return d
 }

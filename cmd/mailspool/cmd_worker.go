@@ -9,12 +9,13 @@ import (
 )
 
 func runWorker(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "worker", "[--db URL] [--config FILE] [--lane NAME] [--max-messages N]")
+	fs := newFlagSet(e, "worker", "[--db URL] [--config FILE] [--lane NAME] [--max-messages N] [--log-level L] [--log-format text|json]")
 	var sf storeFlags
 	sf.register(fs)
 	lane := fs.String("lane", "", "run only this lane (default: every lane, each with its own worker and transport)")
 	maxMessages := fs.Int("max-messages", -1, "exit 0 after this many mails per lane so systemd restarts the process fresh (default: the lane's max_messages, 0 = never)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error (a line per mail not sent is info, per mail sent debug)")
+	logFormat := fs.String("log-format", "text", "text (key=value) or json (one object per line)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -22,7 +23,15 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return usageError{fmt.Sprintf("--log-level %q: want debug, info, warn or error", *logLevel)}
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	var log *slog.Logger
+	switch *logFormat {
+	case "text":
+		log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	default:
+		return usageError{fmt.Sprintf("--log-format %q: want text or json", *logFormat)}
+	}
 
 	cfg, db, err := sf.open()
 	if err != nil {
@@ -39,5 +48,5 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 			lanes[i].Worker.MaxMessages = *maxMessages
 		}
 	}
-	return config.Run(ctx, db, lanes, &config.RunOptions{Logger: log})
+	return config.Run(ctx, db, lanes, &config.RunOptions{Logger: log, AdminListen: cfg.AdminListen, Alerts: cfg.Alerts})
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
@@ -92,3 +95,65 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// openOne is openQueues for commands on a single lane: --lane, or the only
+// lane of the config.
+func (f *laneFlags) openOne(ctx context.Context) (config.Lane, *queue.Queue, *sql.DB, error) {
+	lanes, qs, db, err := f.openQueues(ctx)
+	if err != nil {
+		return config.Lane{}, nil, nil, err
+	}
+	if len(qs) > 1 {
+		db.Close()
+		return config.Lane{}, nil, nil, usageError{fmt.Sprintf("the config has %d lanes: say which with --lane", len(qs))}
+	}
+	return lanes[0], qs[0], db, nil
+}
+
+// parseIDs reads mail ids given as arguments.
+func parseIDs(args []string) ([]int64, error) {
+	ids := make([]int64, len(args))
+	for i, a := range args {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, usageError{fmt.Sprintf("%q is not a mail id", a)}
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// confirm asks question on stderr and reads the answer from stdin; only
+// y or yes agrees.
+func confirm(e *env, question string) bool {
+	fmt.Fprintf(e.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
+// refusedError reports the mails an action left alone, one per line, and
+// keeps the queue's errors for the exit code.
+func refusedError(err error) error {
+	var lines []string
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			lines = append(lines, e.Error())
+		}
+	} else {
+		lines = []string{err.Error()}
+	}
+	return joinedError{err: err, text: strings.Join(lines, "\n  ")}
+}
+
+// joinedError prints text and unwraps to err.
+type joinedError struct {
+	err  error
+	text string
+}
+
+func (j joinedError) Error() string { return j.text }
+func (j joinedError) Unwrap() error { return j.err }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/mailspool/mailspool/internal/bench"
+	"github.com/mailspool/mailspool/queue"
 )
 
 // command is one subcommand.
@@ -25,22 +26,57 @@ type command struct {
 var commands = []command{
 	{"demo", "run the queue end to end on a throw-away SQLite file and the fake transport", runDemo},
 	{"worker", "claim and send queued mail until stopped (SIGTERM) or --max-messages", runWorker},
-	{"migrate", "create or upgrade the queue tables of every lane", runMigrate},
+	{"migrate", "create or upgrade the queue tables; 'migrate status', 'migrate --print-sql'", runMigrate},
 	{"enqueue", "queue mail given by flags or a JSON file", runEnqueue},
 	{"send-test", "send one test mail synchronously and print the outcome", runSendTest},
-	{"show", "show one mail: status, attempts, last error, provider message id", runShow},
+	{"list", "list mail newest first, by status, recipient, template, outcome or age", runList},
+	{"show", "show one mail: status, attempts, last error, provider id; --full adds headers and body", runShow},
+	{"retry", "give failed mail fresh attempts: by id, or every failed mail matching a filter", runRetry},
+	{"cancel", "cancel pending or retrying mail by id (it fails as cancelled)", runCancel},
+	{"pause", "stop every worker of a lane from claiming (enqueue goes on)", runPause},
+	{"resume", "let a paused lane's workers claim again", runResume},
 	{"classify", "explain how a reply is classified and which rule decides it", runClassify},
-	{"stats", "print backlog, last hour's failure rate and stuck rows per lane", runStats},
+	{"stats", "print backlog, last hour's failure rate, stuck rows and pauses per lane", runStats},
+	{"check", "one line and exit 0/1/2 (ok/warning/critical) for cron or Nagios", runCheck},
 	{"cleanup", "delete old sent and failed rows now", runCleanup},
 	{"bench", "measure enqueue and drain on a database, checking every mail is delivered once", runBench},
 	{bench.ChildCommand, "", runBenchWorker}, // hidden: a worker process of bench --processes
+	{"version", "print the version and VCS revision this binary was built from", runVersion},
 }
 
-// env is what every command writes to.
+// Exit codes; check has its own (0 ok, 1 warning, 2 critical, 3 unknown).
+const (
+	exitFailure     = 1 // any other error
+	exitUsage       = 2 // bad flags or arguments
+	exitNotFound    = 3 // no mail with that id (show, retry, cancel)
+	exitRateLimited = 4 // enqueue refused by a rate limit: try again later
+	exitPermanent   = 5 // send-test: the provider refused the mail for good
+)
+
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  failure (database, config, transport, a mail in the wrong state)
+  2  usage error
+  3  not found (show, retry, cancel: no mail with that id)
+  4  rate-limited (enqueue: try again later)
+  5  permanent failure (send-test: the provider refused the mail for good)
+  check exits 0 ok, 1 warning, 2 critical, 3 unknown.`
+
+// env is what every command reads and writes.
 type env struct {
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 }
+
+// exitError ends a command with its own exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
 
 // usageError is printed with the command's usage.
 type usageError struct{ msg string }
@@ -50,7 +86,7 @@ func (e usageError) Error() string { return e.msg }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	os.Exit(run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]))
+	os.Exit(run(ctx, &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]))
 }
 
 // run executes one command line and returns the exit code.
@@ -68,22 +104,33 @@ func run(ctx context.Context, e *env, args []string) int {
 		}
 		err := c.run(ctx, e, args[1:])
 		var ue usageError
+		var ee exitError
 		switch {
 		case err == nil:
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.As(err, &ee):
+			if ee.err != nil {
+				fmt.Fprintf(e.stderr, "mailspool %s: %v\n", c.name, ee.err)
+			}
+			return ee.code
 		case errors.As(err, &ue):
 			fmt.Fprintf(e.stderr, "mailspool %s: %v\nRun 'mailspool %s -h' for its flags.\n", c.name, err, c.name)
-			return 2
-		default:
-			fmt.Fprintf(e.stderr, "mailspool %s: %v\n", c.name, err)
-			return 1
+			return exitUsage
 		}
+		fmt.Fprintf(e.stderr, "mailspool %s: %v\n", c.name, err)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+			return exitNotFound
+		case errors.Is(err, queue.ErrRateLimited):
+			return exitRateLimited
+		}
+		return exitFailure
 	}
 	fmt.Fprintf(e.stderr, "mailspool: unknown command %q\n\n", args[0])
 	usage(e.stderr)
-	return 2
+	return exitUsage
 }
 
 func usage(w io.Writer) {
@@ -97,6 +144,9 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nEvery command that touches the database takes --db URL and --config FILE;")
 	fmt.Fprintln(w, "without them it uses sqlite:mailspool.db in the working directory and the fake transport.")
+	fmt.Fprintln(w, "Read commands take --json. Run 'mailspool <command> -h' for a command's flags.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, exitCodesHelp)
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.
@@ -106,8 +156,28 @@ func newFlagSet(e *env, name, args string) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: mailspool %s %s\n\nFlags:\n", name, args)
 		fs.PrintDefaults()
+		fmt.Fprintf(e.stderr, "\n%s\n", exitCodesHelp)
 	}
 	return fs
+}
+
+// parseArgs parses flags that may come before, between or after
+// positional arguments, and returns the positional ones.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
 
 // parseFlags parses args and refuses positional arguments.

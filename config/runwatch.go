@@ -1,0 +1,123 @@
+package config
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mailspool/mailspool/admin"
+	"github.com/mailspool/mailspool/alert"
+	"github.com/mailspool/mailspool/metrics"
+	"github.com/mailspool/mailspool/queue"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// watcher runs what watches Run's workers: the health check and the
+// systemd notifications always (they do nothing outside systemd), the admin
+// listener with its metrics when RunOptions.AdminListen is set, and the
+// alerter when RunOptions.Alerts is.
+type watcher struct {
+	o       RunOptions
+	health  *admin.Health
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	alerter *alert.Alerter
+	srv     *admin.Server
+
+	stopBackground context.CancelFunc
+	background     sync.WaitGroup
+}
+
+func newWatcher(db *sql.DB, lanes []Lane, o RunOptions) (*watcher, error) {
+	var stall time.Duration
+	for _, l := range lanes {
+		stall = max(stall, l.Worker.ClaimInterval())
+	}
+	w := &watcher{o: o, health: admin.NewHealth(db, &admin.HealthOptions{Stall: stall})}
+	if o.AdminListen != "" {
+		w.reg = prometheus.NewRegistry()
+		w.metrics = metrics.New(nil)
+		w.reg.MustRegister(w.metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if o.Alerts != nil {
+		a, err := alert.New(db, alert.Options{WebhookURL: o.Alerts.WebhookURL, Slack: o.Alerts.Slack, Interval: o.Alerts.Interval, Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		w.alerter = a
+	}
+	return w, nil
+}
+
+// lane returns the observer for the worker of l, whose queue is q.
+func (w *watcher) lane(q *queue.Queue, l Lane) (*queue.Observer, error) {
+	obs := []*queue.Observer{w.health.Lane(l.Lane.Name)}
+	if w.metrics != nil {
+		m, err := w.metrics.Lane(q, l.Transport)
+		if err != nil {
+			return nil, fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
+		}
+		obs = append(obs, m)
+	}
+	if w.alerter != nil {
+		if err := w.alerter.Lane(q, l.Alerts); err != nil {
+			return nil, fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
+		}
+	}
+	return queue.JoinObservers(obs...), nil
+}
+
+// start opens the admin listener (an address that cannot be bound is an
+// error), starts the alerter and the systemd watchdog, and tells systemd
+// the service is ready.
+func (w *watcher) start(ctx context.Context) error {
+	log := w.o.Logger
+	if w.o.AdminListen != "" {
+		srv, err := admin.Listen(w.o.AdminListen, admin.Handler(w.reg, w.health))
+		if err != nil {
+			return fmt.Errorf("config: admin_listen: %w", err)
+		}
+		w.srv = srv
+		log.Info("admin listener serving /metrics and /healthz", "addr", srv.Addr().String())
+	}
+	ctx, w.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
+	if w.alerter != nil {
+		w.background.Go(func() { w.alerter.Run(ctx) })
+	}
+	w.background.Go(func() { admin.Watchdog(ctx, w.health, log) })
+	if err := admin.NotifyReady(); err != nil {
+		log.Warn("telling systemd the worker is ready failed", "err", err)
+	}
+	return nil
+}
+
+// stopping tells systemd the workers are draining.
+func (w *watcher) stopping() {
+	if err := admin.NotifyStopping(); err != nil {
+		w.o.Logger.Warn("telling systemd the worker is stopping failed", "err", err)
+	}
+}
+
+// stop ends what start began; clean records a clean exit for the alerter
+// (a recycle or a shutdown, not a failure).
+func (w *watcher) stop(clean bool) {
+	if w.stopBackground != nil {
+		w.stopBackground()
+		w.background.Wait()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if w.srv != nil {
+		if err := w.srv.Shutdown(ctx); err != nil {
+			w.o.Logger.Warn("stopping the admin listener", "err", err)
+		}
+	}
+	if w.alerter != nil && clean {
+		if err := w.alerter.Close(ctx); err != nil {
+			w.o.Logger.Warn("recording the clean exit for alerts failed", "err", err)
+		}
+	}
+}

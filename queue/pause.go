@@ -1,0 +1,151 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mailspool/mailspool/internal/textclip"
+)
+
+// Pause says why a lane's workers are not claiming.
+type Pause struct {
+	// By is "operator" (Queue.Pause, until Queue.Resume) or "breaker" (a
+	// worker's breaker after connection failures, until Until).
+	By     string    `json:"by"`
+	Since  time.Time `json:"since,omitzero"` // operator pauses
+	Until  time.Time `json:"until,omitzero"` // breaker holds
+	Reason string    `json:"reason,omitempty"`
+}
+
+// maxPauseReason is the size of the reason columns.
+const maxPauseReason = 255
+
+// Pause stops every worker of the lane, in every process, from claiming
+// mail within one PollInterval, until Resume. Mail still enqueues, and
+// sends already started finish. reason is shown by Paused (at most 255
+// bytes kept).
+func (q *Queue) Pause(ctx context.Context, reason string) error {
+	upsert := `INSERT INTO ` + q.lanes + ` (tbl, paused_at, pause_reason) VALUES (?, ?, ?)
+  ON DUPLICATE KEY UPDATE paused_at = VALUES(paused_at), pause_reason = VALUES(pause_reason)`
+	if q.d.sqlite {
+		upsert = `INSERT INTO ` + q.lanes + ` (tbl, paused_at, pause_reason) VALUES (?, ?, ?)
+  ON CONFLICT (tbl) DO UPDATE SET paused_at = excluded.paused_at, pause_reason = excluded.pause_reason`
+	}
+	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, q.now(), textclip.Prefix(reason, maxPauseReason)); err != nil {
+		return fmt.Errorf("queue: pausing lane %s: %w", q.lane.Name, err)
+	}
+	return nil
+}
+
+// Resume ends an operator's Pause of the lane; a breaker's hold is the
+// worker's and ends on its own.
+func (q *Queue) Resume(ctx context.Context) error {
+	if _, err := q.db.ExecContext(ctx, `UPDATE `+q.lanes+` SET paused_at = 0, pause_reason = '' WHERE tbl = ?`, q.lane.Table); err != nil {
+		return fmt.Errorf("queue: resuming lane %s: %w", q.lane.Name, err)
+	}
+	return nil
+}
+
+// Paused returns what holds the lane now: an operator's pause, a breaker's
+// hold, both or neither.
+func (q *Queue) Paused(ctx context.Context) ([]Pause, error) {
+	var pausedAt, breakerUntil int64
+	var pauseReason, breakerReason string
+	err := q.db.QueryRowContext(ctx, `SELECT paused_at, pause_reason, breaker_until, breaker_reason FROM `+q.lanes+` WHERE tbl = ?`, q.lane.Table).
+		Scan(&pausedAt, &pauseReason, &breakerUntil, &breakerReason)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: reading lane %s's pause: %w", q.lane.Name, err)
+	}
+	var ps []Pause
+	if pausedAt != 0 {
+		ps = append(ps, Pause{By: "operator", Since: time.UnixMilli(pausedAt), Reason: pauseReason})
+	}
+	if breakerUntil > q.now() {
+		ps = append(ps, Pause{By: "breaker", Until: time.UnixMilli(breakerUntil), Reason: breakerReason})
+	}
+	return ps, nil
+}
+
+// operatorPaused reports whether an operator paused the lane.
+func (q *Queue) operatorPaused(ctx context.Context) (bool, error) {
+	var pausedAt int64
+	err := q.db.QueryRowContext(ctx, `SELECT paused_at FROM `+q.lanes+` WHERE tbl = ?`, q.lane.Table).Scan(&pausedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("queue: reading lane %s's pause: %w", q.lane.Name, err)
+	}
+	return pausedAt != 0, nil
+}
+
+// holdByBreaker records that a worker's breaker holds the lane until
+// until (zero: released), so that Paused can tell every process.
+func (q *Queue) holdByBreaker(ctx context.Context, until time.Time, reason string) error {
+	var ms int64
+	if !until.IsZero() {
+		ms = until.UnixMilli()
+	}
+	upsert := `INSERT INTO ` + q.lanes + ` (tbl, breaker_until, breaker_reason) VALUES (?, ?, ?)
+  ON DUPLICATE KEY UPDATE breaker_until = VALUES(breaker_until), breaker_reason = VALUES(breaker_reason)`
+	if q.d.sqlite {
+		upsert = `INSERT INTO ` + q.lanes + ` (tbl, breaker_until, breaker_reason) VALUES (?, ?, ?)
+  ON CONFLICT (tbl) DO UPDATE SET breaker_until = excluded.breaker_until, breaker_reason = excluded.breaker_reason`
+	}
+	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, ms, textclip.Prefix(reason, maxPauseReason)); err != nil {
+		return fmt.Errorf("queue: recording lane %s's breaker: %w", q.lane.Name, err)
+	}
+	return nil
+}
+
+// pauseWatch is the claim loop's view of the operator's pause.
+type pauseWatch struct {
+	on   bool
+	next time.Time // when to read it again
+}
+
+// pausedByOperator reports whether an operator paused the lane, reading
+// the database at most once per PollInterval; if the read fails, the last
+// answer stands (the claim will report the database).
+func (w *Worker) pausedByOperator(ctx context.Context) bool {
+	now := w.q.clock.Now()
+	if now.Before(w.paused.next) {
+		return w.paused.on
+	}
+	w.paused.next = now.Add(w.opts.PollInterval)
+	on, err := w.q.operatorPaused(ctx)
+	if err != nil {
+		return w.paused.on
+	}
+	if on != w.paused.on {
+		if on {
+			w.log.Warn("lane paused by an operator: not claiming until 'mailspool resume'")
+		} else {
+			w.log.Info("lane resumed by an operator")
+		}
+	}
+	w.paused.on = on
+	return on
+}
+
+// holdLane records the breaker's pause so that stats shows it in every
+// process; a failure only costs the display.
+func (w *Worker) holdLane(ctx context.Context, pause time.Duration) {
+	reason := fmt.Sprintf("%d or more connection failures in a row", w.q.lane.Retry.BreakerThreshold)
+	if err := w.q.holdByBreaker(ctx, w.q.clock.Now().Add(pause), reason); err != nil && ctx.Err() == nil {
+		w.log.Warn("could not record the breaker's pause", "err", err)
+	}
+}
+
+// releaseLane clears the breaker's hold once the provider answers again.
+func (w *Worker) releaseLane(ctx context.Context) {
+	if err := w.q.holdByBreaker(ctx, time.Time{}, ""); err != nil && ctx.Err() == nil {
+		w.log.Warn("could not clear the breaker's pause", "err", err)
+	}
+}
