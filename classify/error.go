@@ -59,15 +59,18 @@ func MaybeDelivered(err error) error {
 			return err
 		}
 		maybe := *prior
-		maybe.Kind, maybe.MaybeDelivered = transport.Temporary, true
+		maybe.Kind, maybe.MaybeDelivered, maybe.Rule = transport.Temporary, true, ruleMaybeDelivered
 		return &maybe
 	}
 	c := classifyError(err)
 	if c.Code == 0 {
-		c.Kind, c.MaybeDelivered = transport.Temporary, true
+		c.Kind, c.MaybeDelivered, c.Rule = transport.Temporary, true, ruleMaybeDelivered
 	}
 	return c
 }
+
+// ruleMaybeDelivered names the rule of [MaybeDelivered].
+const ruleMaybeDelivered = "maybe-delivered"
 
 // classifyError is [Error] for a non-nil err without a *transport.Error.
 func classifyError(err error) *transport.Error {
@@ -77,21 +80,21 @@ func classifyError(err error) *transport.Error {
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
-		return &transport.Error{Kind: transport.Temporary, Detail: "canceled", Err: err}
+		return &transport.Error{Kind: transport.Temporary, Rule: "go-canceled", Detail: "canceled", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &transport.Error{Kind: transport.Connection, Detail: "timeout", Err: err}
+		return &transport.Error{Kind: transport.Connection, Rule: "go-deadline", Detail: "timeout", Err: err}
 	}
 	if detail, ok := network(err); ok {
-		return &transport.Error{Kind: transport.Connection, Detail: detail, Err: err}
+		return &transport.Error{Kind: transport.Connection, Rule: networkRule(detail), Detail: detail, Err: err}
 	}
 	text := err.Error()
 	if code, msg, ok := embeddedReply(text); ok {
 		return reply(code, msg, err)
 	}
 	if detail, ok := networkText(text); ok {
-		return &transport.Error{Kind: transport.Connection, Detail: detail, Err: err}
+		return &transport.Error{Kind: transport.Connection, Rule: networkRule(detail), Detail: detail, Err: err}
 	}
-	return &transport.Error{Kind: transport.Temporary, Err: err}
+	return &transport.Error{Kind: transport.Temporary, Rule: "go-unknown", Err: err}
 }
 
 // reply classifies an SMTP reply carried by the error cause. A success
@@ -100,7 +103,7 @@ func classifyError(err error) *transport.Error {
 func reply(code int, text string, cause error) *transport.Error {
 	c, ok := SMTP(code, "", text).(*transport.Error)
 	if !ok {
-		c = &transport.Error{Kind: transport.Temporary, Code: code, Detail: cleanDetail("unexpected smtp reply: " + text)}
+		c = &transport.Error{Kind: transport.Temporary, Code: code, Rule: "smtp-unexpected-success", Detail: cleanDetail("unexpected smtp reply: " + text)}
 	}
 	c.Err = cause
 	return c

@@ -80,7 +80,7 @@ func TestError(t *testing.T) {
 		{"go-mail data close 451", errors.New(`closing SMTP DATA writer: 451 "4.3.0 Temporary local problem, please try again"`),
 			want{temporary, 451, "4.3.0", 0, "Temporary local problem, please try again"}},
 		{"quoted with escapes", errors.New(`sending SMTP MAIL FROM command: 553 "5.1.8 \"bad\" sender\tdomain"`),
-			want{permanent, 553, "5.1.8", 0, `"bad" sender domain`}},
+			want{connection, 553, "5.1.8", 0, `"bad" sender domain`}},
 		{"auth failed unquoted", errors.New("SMTP AUTH failed: 535 5.7.8 Error: authentication failed: authentication failure"),
 			want{connection, 535, "5.7.8", 0, "Error: authentication failed: authentication failure"}},
 		{"unquoted without enhanced", errors.New("smtp: MAIL FROM: 554 Message rejected: Email address is not verified."),

@@ -3,6 +3,7 @@ package classify_test
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/transport"
@@ -26,4 +27,33 @@ func ExampleSMTPReply() {
 	// temporary
 	// connection
 	// <nil>
+}
+
+func ExampleExplain() {
+	d := classify.Explain(classify.SMTPReply("550 The from address does not match a verified Sender Identity."))
+	fmt.Println(d.Kind, d.Code, d.Rule, d.Recipient)
+	d = classify.Explain(classify.SMTPReply("550 5.1.1 <bob@example.org>: Recipient address rejected: User unknown"))
+	fmt.Println(d.Kind, d.Enhanced, d.Rule, d.Recipient)
+	// Output:
+	// connection 550 smtp-sender false
+	// permanent 5.1.1 smtp-recipient true
+}
+
+func ExampleRules_Apply() {
+	// A provider that says "mailbox full" when the recipient's quota will
+	// be freed tomorrow: the operator retries such mail after a day.
+	rules, err := classify.NewRules([]classify.Rule{{
+		Name: "acme-quota", Code: 552, Text: `quota.*tomorrow`,
+		Kind: transport.Temporary, RetryAfter: 24 * time.Hour,
+	}})
+	if err != nil {
+		panic(err)
+	}
+	d := classify.Explain(rules.Apply(classify.SMTPReply("552 5.2.2 Mailbox quota exceeded, cleared tomorrow")))
+	fmt.Println(d.Kind, d.RetryAfter, d.Rule)
+	d = classify.Explain(rules.Apply(classify.SMTPReply("552 5.2.2 Mailbox full")))
+	fmt.Println(d.Kind, d.Rule)
+	// Output:
+	// temporary 24h0m0s operator:acme-quota
+	// permanent smtp-mailbox-full
 }

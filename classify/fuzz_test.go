@@ -16,6 +16,9 @@ func FuzzSMTPReply(f *testing.F) {
 	for _, tc := range smtpReplies {
 		f.Add(tc.reply)
 	}
+	for _, tc := range recordedReplies {
+		f.Add(tc.reply)
+	}
 	for _, s := range []string{"550 \xff\xfe", "550-\r\n550 ", "4\n", "550 5.1.1\r\n551 5.1.1 x", "250-ok\n550 no", "550 try again in 9999999999999 hours"} {
 		f.Add(s)
 	}
@@ -51,6 +54,12 @@ func FuzzSMTPReply(f *testing.F) {
 		}
 		if strings.ContainsAny(x.Detail, "\r\n") || len(x.Detail) > maxDetail || !utf8.ValidString(x.Detail) {
 			t.Fatalf("detail %q for %q", x.Detail, reply)
+		}
+		if x.Rule == "" || x.Rule != y.Rule || x.Recipient != y.Recipient {
+			t.Fatalf("rule %q/%q, recipient %v/%v for %q", x.Rule, y.Rule, x.Recipient, y.Recipient, reply)
+		}
+		if x.Recipient && x.Kind == transport.Connection {
+			t.Fatalf("a reply about one recipient is Connection: %q (%s)", reply, x.Rule)
 		}
 	})
 }

@@ -32,7 +32,8 @@ func HTTP(status int, header http.Header, body []byte) error {
 	if status >= 200 && status < 400 {
 		return nil
 	}
-	e := &transport.Error{Kind: httpKind(status), Code: status, Detail: bodyMessage(header, body)}
+	kind, rule := httpKind(status)
+	e := &transport.Error{Kind: kind, Code: status, Rule: rule, Detail: bodyMessage(header, body)}
 	if e.Detail == "" {
 		e.Detail = http.StatusText(status)
 	}
@@ -49,15 +50,24 @@ func HTTP(status int, header http.Header, body []byte) error {
 	return e
 }
 
-// httpKind is the Kind of a failing status, as tabled in [HTTP].
-func httpKind(status int) transport.Kind {
+// httpKind is the Kind of a failing status, as tabled in [HTTP], and the
+// name of the rule that decides it.
+func httpKind(status int) (transport.Kind, string) {
 	switch status {
 	case 400, 413, 422:
-		return transport.Permanent
+		return transport.Permanent, "http-rejected"
 	case 401, 402, 403, 404, 405, 407, 410, 411, 414, 415, 421, 426, 431:
-		return transport.Connection
+		return transport.Connection, "http-setup"
+	case 429:
+		return transport.Temporary, "http-429"
 	}
-	return transport.Temporary
+	switch {
+	case status >= 500 && status < 600:
+		return transport.Temporary, "http-5xx"
+	case status >= 400 && status < 500:
+		return transport.Temporary, "http-4xx"
+	}
+	return transport.Temporary, "http-invalid"
 }
 
 // maxBody bounds how much of a body is parsed for a message.

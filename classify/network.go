@@ -24,6 +24,8 @@ var errnoDetails = []struct {
 	{syscall.ETIMEDOUT, "timeout"},
 	{syscall.ENETUNREACH, "network unreachable"},
 	{syscall.EHOSTUNREACH, "host unreachable"},
+	{syscall.ENETDOWN, "network down"},
+	{syscall.EHOSTDOWN, "host down"},
 }
 
 // network returns a short Detail for a typed DNS, TLS, certificate, socket,
@@ -81,15 +83,33 @@ func tlsDetail(err error) string {
 
 // networkTexts recognise network failures in the text of errors that were
 // flattened to a string on the way (go-mail's SendError keeps no cause).
+// The texts are Go 1.26's: the errno strings of syscall/zerrors_linux_*.go
+// (ECONNREFUSED "connection refused", ETIMEDOUT "connection timed out", the
+// kernel's SYN timeout, EHOSTUNREACH "no route to host", ENETUNREACH
+// "network is unreachable", ...), net's "i/o timeout" (net/net.go), and the
+// resolver's "no such host" (net/net.go) and "server misbehaving", "lame
+// referral", "no answer from DNS server", "cannot unmarshal DNS message"
+// (net/dnsclient_unix.go).
 var networkTexts = []struct {
 	substr, detail string
 }{
 	{"connection refused", "connection refused"},
 	{"connection reset", "connection reset"},
+	{"connection aborted", "connection aborted"},
 	{"broken pipe", "broken pipe"},
 	{"i/o timeout", "timeout"},
 	{"deadline exceeded", "timeout"},
+	{"connection timed out", "timeout"},
+	{"no route to host", "host unreachable"},
+	{"network is unreachable", "network unreachable"},
+	{"host is down", "host down"},
+	{"network is down", "network down"},
 	{"no such host", "dns lookup failed"},
+	{"server misbehaving", "dns lookup failed"},
+	{"lame referral", "dns lookup failed"},
+	{"no answer from dns server", "dns lookup failed"},
+	{"cannot unmarshal dns message", "dns lookup failed"},
+	{"no suitable address found", "dns lookup failed"},
 	{"x509: certificate signed by unknown authority", "tls: certificate not trusted"},
 	{"x509: certificate is valid for", "tls: certificate name mismatch"},
 	{"x509: certificate has expired", "tls: certificate expired"},
@@ -114,4 +134,24 @@ func networkText(text string) (detail string, ok bool) {
 		return "connection closed", true
 	}
 	return "", false
+}
+
+// networkRule names the rule behind a network Detail.
+func networkRule(detail string) string {
+	switch detail {
+	case "timeout":
+		return "net-timeout"
+	case "dns lookup failed":
+		return "net-dns"
+	case "connection refused":
+		return "net-refused"
+	case "host unreachable", "network unreachable", "host down", "network down":
+		return "net-unreachable"
+	case "connection reset", "connection aborted", "broken pipe", "connection closed":
+		return "net-dropped"
+	}
+	if strings.HasPrefix(detail, "tls: ") {
+		return "net-tls"
+	}
+	return "net-error"
 }

@@ -19,9 +19,9 @@ func SMTPReply(reply string) error {
 	code, lines, ok := parseReply(reply)
 	if !ok {
 		if strings.TrimSpace(reply) == "" {
-			return &transport.Error{Kind: transport.Temporary, Detail: "empty smtp reply"}
+			return &transport.Error{Kind: transport.Temporary, Rule: "smtp-unparsable", Detail: "empty smtp reply"}
 		}
-		return &transport.Error{Kind: transport.Temporary, Detail: cleanDetail("unparsable smtp reply: " + reply)}
+		return &transport.Error{Kind: transport.Temporary, Rule: "smtp-unparsable", Detail: cleanDetail("unparsable smtp reply: " + reply)}
 	}
 	return SMTP(code, "", strings.Join(lines, "\n"))
 }
@@ -34,7 +34,7 @@ func SMTPReply(reply string) error {
 // Detail that says so.
 func SMTP(code int, enhanced, text string) error {
 	if code < 200 || code > 599 {
-		return &transport.Error{Kind: transport.Temporary, Detail: cleanDetail("invalid smtp reply code " + strconv.Itoa(code) + ": " + text)}
+		return &transport.Error{Kind: transport.Temporary, Rule: "smtp-invalid-code", Detail: cleanDetail("invalid smtp reply code " + strconv.Itoa(code) + ": " + text)}
 	}
 	if code < 400 {
 		return nil
@@ -52,11 +52,15 @@ func SMTP(code int, enhanced, text string) error {
 		lines[i] = l
 	}
 	full := strings.Join(lines, " ")
+	facts := replyFacts{code: code, enh: enh, low: strings.ToLower(full)}
+	rule := decide(&facts)
 	return &transport.Error{
-		Kind:       smtpKind(code, enh, strings.ToLower(full)),
+		Kind:       rule.kind,
 		Code:       code,
 		Enhanced:   enh.code,
 		RetryAfter: textRetryAfter(full),
+		Recipient:  rule.recipient(&facts),
+		Rule:       rule.name,
 		Detail:     cleanDetail(full),
 	}
 }

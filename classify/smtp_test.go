@@ -31,7 +31,7 @@ var smtpReplies = []struct {
 	{"gmail 452 4.2.2 over quota",
 		"452-4.2.2 The email account that you tried to reach is over quota. Please direct\r\n452 4.2.2 the recipient to https://support.google.com/mail/?p=OverQuotaTemp - gsmtp",
 		want{temporary, 452, "4.2.2", 0, ""}},
-	{"gmail 552 5.2.2 over quota and inactive", "552-5.2.2 The email account that you tried to reach is over quota and inactive.", want{temporary, 552, "5.2.2", 0, ""}},
+	{"gmail 552 5.2.2 over quota and inactive", "552-5.2.2 The email account that you tried to reach is over quota and inactive.", want{permanent, 552, "5.2.2", 0, ""}},
 	{"gmail 550 5.2.1 recipient disabled", "550-5.2.1 The email account that you tried to reach is disabled. https://support.google.com/mail/?p=DisabledUser", want{permanent, 550, "5.2.1", 0, ""}},
 	{"gmail 450 4.2.1 receiving rate", "450-4.2.1 The user you are trying to contact is receiving mail at a rate that prevents additional messages from being delivered. Please resend your message at a later time.", want{temporary, 450, "4.2.1", 0, ""}},
 	{"gmail 421 4.7.0 try again later", "421-4.7.0 Try again later, closing connection. (EHLO) d2si123-v6si.456 - gsmtp", want{temporary, 421, "4.7.0", 0, ""}},
@@ -58,7 +58,7 @@ var smtpReplies = []struct {
 	{"exchange 550 5.7.54 unable to relay", "550 5.7.54 SMTP; Unable to relay recipient in non-accepted domain", want{connection, 550, "5.7.54", 0, ""}},
 	{"exchange 535 5.7.3 auth unsuccessful", "535 5.7.3 Authentication unsuccessful [BN6PR1101CA0.namprd11.prod.outlook.com]", want{connection, 535, "5.7.3", 0, ""}},
 	{"exchange 550 5.1.8 bad outbound sender", "550 5.1.8 Access denied, bad outbound sender.", want{connection, 550, "5.1.8", 0, ""}},
-	{"exchange 554 5.2.0 quota exceeded", "554 5.2.0 STOREDRV.Deliver.Exception:QuotaExceededException.MapiExceptionShutoffQuotaExceeded; Failed to process message due to a permanent exception", want{temporary, 554, "5.2.0", 0, ""}},
+	{"exchange 554 5.2.0 quota exceeded", "554 5.2.0 STOREDRV.Deliver.Exception:QuotaExceededException.MapiExceptionShutoffQuotaExceeded; Failed to process message due to a permanent exception", want{permanent, 554, "5.2.0", 0, ""}},
 
 	// Postfix.
 	{"postfix 554 5.7.1 relay access denied", "554 5.7.1 <bob@example.org>: Relay access denied", want{connection, 554, "5.7.1", 0, "<bob@example.org>: Relay access denied"}},
@@ -68,11 +68,11 @@ var smtpReplies = []struct {
 	{"postfix 552 5.3.4 size", "552 5.3.4 Message size exceeds fixed limit", want{permanent, 552, "5.3.4", 0, ""}},
 	{"postfix 535 5.7.8 auth failed", "535 5.7.8 Error: authentication failed: authentication failure", want{connection, 535, "5.7.8", 0, ""}},
 	{"postfix 530 5.7.0 starttls", "530 5.7.0 Must issue a STARTTLS command first", want{connection, 530, "5.7.0", 0, ""}},
-	{"postfix 504 5.5.2 helo", "504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname", want{permanent, 504, "5.5.2", 0, ""}},
+	{"postfix 504 5.5.2 helo", "504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname", want{connection, 504, "5.5.2", 0, ""}},
 	{"postfix 452 4.3.1 storage", "452 4.3.1 Insufficient system storage", want{temporary, 452, "4.3.1", 0, ""}},
 	{"postfix 421 4.4.2 timeout", "421 4.4.2 mail.example.com Error: timeout exceeded", want{temporary, 421, "4.4.2", 0, ""}},
 	{"postfix 554 5.5.1 no valid recipients", "554 5.5.1 Error: no valid recipients", want{permanent, 554, "5.5.1", 0, ""}},
-	{"postfix 552 5.2.2 quota exceeded", "552 5.2.2 <user@example.org>: Recipient address rejected: Quota exceeded", want{temporary, 552, "5.2.2", 0, ""}},
+	{"postfix 552 5.2.2 quota exceeded", "552 5.2.2 <user@example.org>: Recipient address rejected: Quota exceeded", want{permanent, 552, "5.2.2", 0, ""}},
 
 	// Amazon SES SMTP interface (no enhanced codes).
 	{"ses 554 not verified", "554 Message rejected: Email address is not verified. The following identities failed the check in region US-EAST-1: sender@example.com", want{connection, 554, "", 0, ""}},
@@ -100,11 +100,16 @@ var smtpReplies = []struct {
 	// RFC 4954 / RFC 5248 codes on the sending side.
 	{"534 mechanism too weak", "534 5.7.9 Authentication mechanism is too weak", want{connection, 534, "5.7.9", 0, ""}},
 	{"538 encryption required", "538 5.7.11 Encryption required for requested authentication mechanism", want{connection, 538, "5.7.11", 0, ""}},
-	{"554 5.7.13 account disabled", "554 5.7.13 User account disabled", want{connection, 554, "5.7.13", 0, ""}},
+	{"554 5.7.13 account disabled (a recipient)", "554 5.7.13 User account disabled", want{permanent, 554, "5.7.13", 0, ""}},
 	{"454 4.7.0 temporary auth failure", "454 4.7.0 Temporary authentication failure", want{temporary, 454, "4.7.0", 0, ""}},
 	{"550 5.7.0 authentication needed", "550 5.7.0 Authentication is required to send mail", want{connection, 550, "5.7.0", 0, ""}},
 	{"550 your account suspended", "550 5.7.0 Your account has been suspended for abuse", want{connection, 550, "5.7.0", 0, ""}},
 	{"550 sender not verified", "550 5.7.1 Sender address not verified", want{connection, 550, "5.7.1", 0, ""}},
+
+	// A lane rule's words in a reply that names the recipient: neither
+	// Permanent (it may be our login) nor Connection (it may be one
+	// recipient).
+	{"recipient rejected for want of auth", "554 5.7.1 <bob@example.org>: Recipient address rejected: Authentication required", want{temporary, 554, "5.7.1", 0, ""}},
 
 	// 5xx that say the condition passes.
 	{"550 too many connections", "550 5.7.1 Too many connections from your host", want{temporary, 550, "5.7.1", 0, ""}},
@@ -125,8 +130,8 @@ var smtpReplies = []struct {
 	{"enhanced 5.1.1000 rejected", "550 5.1.1000 bad", want{permanent, 550, "", 0, "5.1.1000 bad"}},
 	{"enhanced glued to text rejected", "550 5.1.1bad", want{permanent, 550, "", 0, "5.1.1bad"}},
 	{"enhanced alone", "550 5.1.1", want{permanent, 550, "5.1.1", 0, ""}},
-	{"enhanced class 4 wins over 550", "550 4.2.1 Mailbox busy", want{temporary, 550, "4.2.1", 0, ""}},
-	{"enhanced class 5 wins over 451", "451 5.7.1 Rejected by policy", want{permanent, 451, "5.7.1", 0, ""}},
+	{"basic 550 governs enhanced 4.2.1", "550 4.2.1 Mailbox busy", want{permanent, 550, "4.2.1", 0, ""}},
+	{"basic 451 governs enhanced 5.7.1", "451 5.7.1 Rejected by policy", want{temporary, 451, "5.7.1", 0, ""}},
 	{"bare 550", "550", want{permanent, 550, "", 0, ""}},
 	{"hyphen continuation without code", "550-5.1.1 first line\r\n   second line", want{permanent, 550, "5.1.1", 0, "first line second line"}},
 

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/transport"
 )
 
 // DefaultDatabase is the database used when neither the database argument
@@ -46,6 +48,15 @@ const DefaultTransport = "fake://"
 //	transport = "ses://default?region=eu-west-1"
 //	recipient_limit = "off"
 //
+//	# Operator classification rules of a lane, tried in order before the
+//	# built-in table (see package classify); the first match decides.
+//	[[lanes.transactional.rules]]
+//	name        = "acme-quota"
+//	code        = 552
+//	text        = "quota.*tomorrow"
+//	kind        = "temporary"
+//	retry_after = "24h"
+//
 // Secrets belong in the environment: MAILSPOOL_DATABASE replaces database,
 // MAILSPOOL_LANE_<NAME>_TRANSPORT replaces a lane's transport (NAME upper
 // case, other characters as _), and adapters read their own variables
@@ -56,26 +67,38 @@ type fileConfig struct {
 }
 
 type laneConfig struct {
-	Table              string   `toml:"table"`
-	Transport          string   `toml:"transport"`
-	RecipientLimit     string   `toml:"recipient_limit"`
-	IPLimit            string   `toml:"ip_limit"`
-	MaxSize            int      `toml:"max_size"`
-	MaxAttempts        int      `toml:"max_attempts"`
-	RetrySchedule      []string `toml:"retry_schedule"`
-	ConnectionSchedule []string `toml:"connection_schedule"`
-	BreakerThreshold   int      `toml:"breaker_threshold"`
-	Batch              int      `toml:"batch"`
-	Concurrency        int      `toml:"concurrency"`
-	SendTimeout        string   `toml:"send_timeout"`
-	PollInterval       string   `toml:"poll_interval"`
-	MaxMessages        int      `toml:"max_messages"`
-	ShutdownTimeout    string   `toml:"shutdown_timeout"`
-	LeaseMargin        string   `toml:"lease_margin"`
-	FailAfter          string   `toml:"fail_after"`
-	CleanupInterval    string   `toml:"cleanup_interval"`
-	KeepSent           string   `toml:"keep_sent"`
-	KeepFailed         string   `toml:"keep_failed"`
+	Table              string       `toml:"table"`
+	Transport          string       `toml:"transport"`
+	RecipientLimit     string       `toml:"recipient_limit"`
+	IPLimit            string       `toml:"ip_limit"`
+	MaxSize            int          `toml:"max_size"`
+	MaxAttempts        int          `toml:"max_attempts"`
+	RetrySchedule      []string     `toml:"retry_schedule"`
+	ConnectionSchedule []string     `toml:"connection_schedule"`
+	BreakerThreshold   int          `toml:"breaker_threshold"`
+	Batch              int          `toml:"batch"`
+	Concurrency        int          `toml:"concurrency"`
+	SendTimeout        string       `toml:"send_timeout"`
+	PollInterval       string       `toml:"poll_interval"`
+	MaxMessages        int          `toml:"max_messages"`
+	ShutdownTimeout    string       `toml:"shutdown_timeout"`
+	LeaseMargin        string       `toml:"lease_margin"`
+	FailAfter          string       `toml:"fail_after"`
+	CleanupInterval    string       `toml:"cleanup_interval"`
+	KeepSent           string       `toml:"keep_sent"`
+	KeepFailed         string       `toml:"keep_failed"`
+	Rules              []ruleConfig `toml:"rules"`
+}
+
+// ruleConfig is one [[lanes.NAME.rules]] entry: a classify.Rule.
+type ruleConfig struct {
+	Name       string `toml:"name"`
+	Code       int    `toml:"code"`
+	Enhanced   string `toml:"enhanced"`
+	Text       string `toml:"text"`
+	Error      string `toml:"error"`
+	Kind       string `toml:"kind"`
+	RetryAfter string `toml:"retry_after"`
 }
 
 // Config is a validated configuration.
@@ -94,6 +117,7 @@ type Lane struct {
 	// Transport is the transport URL; it may hold secrets, so log it only
 	// through transport.Redact.
 	Transport string
+	Rules     *classify.Rules // the operator's classification rules (may be empty)
 	Worker    queue.WorkerOptions
 }
 
@@ -214,6 +238,9 @@ func buildLane(name string, lc laneConfig) (Lane, error) {
 		}
 	}
 	ls.Worker = w
+	if ls.Rules, err = buildRules(lc.Rules); err != nil {
+		return fail("rules", err)
+	}
 	// Let the queue and worker check the rest now, so a bad value is
 	// reported with its lane before anything runs.
 	if err := ls.Lane.Validate(); err != nil {
@@ -223,6 +250,42 @@ func buildLane(name string, lc laneConfig) (Lane, error) {
 		return Lane{}, fmt.Errorf("config: %s: %w", key, err)
 	}
 	return ls, nil
+}
+
+// ruleKinds are the kinds an operator's rule may give, by stored name.
+var ruleKinds = map[string]transport.Kind{
+	transport.Temporary.String():  transport.Temporary,
+	transport.Permanent.String():  transport.Permanent,
+	transport.Connection.String(): transport.Connection,
+}
+
+// buildRules turns a lane's [[rules]] into classify.Rules; errors name
+// the rule.
+func buildRules(rcs []ruleConfig) (*classify.Rules, error) {
+	rules := make([]classify.Rule, len(rcs))
+	for i, rc := range rcs {
+		name := rc.Name
+		if name == "" {
+			name = fmt.Sprintf("#%d", i+1)
+		}
+		kind, ok := ruleKinds[rc.Kind]
+		if !ok {
+			return nil, fmt.Errorf("rule %s: kind %q: want temporary, permanent or connection", name, rc.Kind)
+		}
+		r := classify.Rule{Name: rc.Name, Code: rc.Code, Enhanced: rc.Enhanced, Text: rc.Text, Error: rc.Error, Kind: kind}
+		var err error
+		if rc.RetryAfter != "" {
+			if r.RetryAfter, err = ParseDuration(rc.RetryAfter); err != nil {
+				return nil, fmt.Errorf("rule %s: retry_after: %w", name, err)
+			}
+		}
+		rules[i] = r
+	}
+	rs, err := classify.NewRules(rules)
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "classify: "))
+	}
+	return rs, nil
 }
 
 // Open opens the configured database (package dburl).

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
@@ -130,3 +131,51 @@ poll_interval = "20ms"
 }
 
 func addr(a string) mail.Address { return mail.Address{Address: a} }
+
+func TestLoadRules(t *testing.T) {
+	path := writeConfig(t, `
+[lanes.tx]
+transport = "fake://"
+
+[[lanes.tx.rules]]
+name        = "acme-quota"
+code        = 552
+enhanced    = "5.2.2"
+text        = "quota.*tomorrow"
+kind        = "temporary"
+retry_after = "1d"
+
+[[lanes.tx.rules]]
+name  = "ses-param"
+error = "InvalidParameterValue"
+kind  = "connection"
+`)
+	cfg, err := config.Load(path, "")
+	require.NoError(t, err)
+	rules := cfg.Lanes[0].Rules
+	require.Equal(t, 2, rules.Len())
+	d := classify.Explain(rules.Apply(classify.SMTPReply("552 5.2.2 Mailbox quota exceeded, cleared tomorrow")))
+	assert.Equal(t, transport.Temporary, d.Kind)
+	assert.Equal(t, 24*time.Hour, d.RetryAfter)
+	assert.Equal(t, "operator:acme-quota", d.Rule)
+
+	// A lane without rules has none.
+	cfg, err = config.Load("", "")
+	require.NoError(t, err)
+	assert.Equal(t, 0, cfg.Lanes[0].Rules.Len())
+
+	// Invalid rules are errors naming the lane and the rule.
+	for content, want := range map[string]string{
+		"[[lanes.tx.rules]]\nname = \"mine\"\ncode = 550\nkind = \"sent\"\n":                                                                       `config: lanes.tx.rules: rule mine: kind "sent"`,
+		"[[lanes.tx.rules]]\nname = \"re\"\ntext = \"(\"\nkind = \"permanent\"\n":                                                                  `config: lanes.tx.rules: rule re: text "("`,
+		"[[lanes.tx.rules]]\nname = \"w\"\ncode = 421\nkind = \"temporary\"\nretry_after = \"soon\"\n":                                             "config: lanes.tx.rules: rule w: retry_after",
+		"[[lanes.tx.rules]]\nname = \"any\"\nkind = \"permanent\"\n":                                                                               "config: lanes.tx.rules: rule any: no condition",
+		"[[lanes.tx.rules]]\ncode = 550\nkind = \"permanent\"\n":                                                                                   "config: lanes.tx.rules: rule #1: name",
+		"[[lanes.tx.rules]]\nname = \"a\"\ncode = 550\nkind = \"permanent\"\n[[lanes.tx.rules]]\nname = \"a\"\ncode = 551\nkind = \"permanent\"\n": "config: lanes.tx.rules: rule a: the name is used twice",
+		"[[lanes.tx.rules]]\nnmae = \"typo\"\n":                                                                                                    "unknown key lanes.tx.rules.nmae",
+	} {
+		_, err := config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\"\n"+content), "")
+		require.Error(t, err, content)
+		assert.Contains(t, err.Error(), want, content)
+	}
+}

@@ -56,6 +56,7 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 			return fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
 		}
 		defer tr.Close()
+		tr = l.Rules.Transport(tr) // the operator's rules before the built-in table
 		wo := l.Worker
 		wo.Logger = log
 		w, err := queue.NewWorker(q, tr, &wo)

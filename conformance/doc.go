@@ -44,7 +44,8 @@
 //	smtp-451          451 4.3.0 after the DATA terminator   Temporary, 451, 4.3.0
 //	smtp-452          452 4.2.2 at RCPT TO                  Temporary, 452, 4.2.2
 //	smtp-550          550 5.1.1 at RCPT TO                  Permanent, 550, 5.1.1
-//	smtp-552          552 5.2.2 after the DATA terminator   Permanent, 552, 5.2.2
+//	smtp-552          552 5.2.2 after the DATA terminator   Permanent, 552, 5.2.2 (classify's
+//	                                                        mailbox-full rule)
 //	smtp-553          553 5.1.3 at RCPT TO                  Permanent, 553, 5.1.3
 //	smtp-554          554 5.7.1 after the DATA terminator   Permanent, 554, 5.7.1
 //	hang              accepts the connection, never answers Connection or Temporary, within
@@ -59,8 +60,11 @@
 //	http-500          500                                   Temporary, Code 500
 //
 // SMTP replies carry the exact text of [Scenario.Reply]; their Detail must
-// not be empty. Only stall-after-data may set MaybeDelivered. After the one
-// Send, Attempts() must be at most 1: adapters never retry.
+// not be empty. The kind each must have is the one package classify's
+// decision table gives the reply (the table above shows it): the suite
+// follows classify rather than holding rules of its own. Only
+// stall-after-data may set MaybeDelivered. After the one Send, Attempts()
+// must be at most 1: adapters never retry.
 //
 // # Generic cases
 //

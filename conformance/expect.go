@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -44,15 +45,13 @@ func init() {
 }
 
 // replyOutcome is the outcome of an SMTP reply "ddd x.y.z text": its code
-// and enhanced code, Temporary for 4xx and Permanent for 5xx, with a Detail.
+// and enhanced code, with a Detail, and the kind package classify's
+// decision table gives it. The suite holds no table of its own: the
+// mailbox-full rule (552 5.2.2) and every other is decided in classify.
 func replyOutcome(reply string) outcome {
 	fields := strings.Fields(reply)
 	code, _ := strconv.Atoi(fields[0])
-	kind := transport.Permanent
-	if code < 500 {
-		kind = transport.Temporary
-	}
-	return outcome{kinds: []transport.Kind{kind}, code: code, enhanced: fields[1], detail: true}
+	return outcome{kinds: []transport.Kind{transport.KindOf(classify.SMTPReply(reply))}, code: code, enhanced: fields[1], detail: true}
 }
 
 // checkOutcome lists every way err differs from want; nil means it matches.

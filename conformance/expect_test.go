@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -24,6 +25,11 @@ func TestExpectedCoversEveryFailingScenario(t *testing.T) {
 	}
 	if got := expected[SMTP452].kinds; len(got) != 1 || got[0] != transport.Temporary {
 		t.Errorf("expected[smtp-452].kinds = %v, want temporary", got)
+	}
+	// The mailbox-full rule is classify's: the suite expects what its
+	// table decides for the scenario's reply.
+	if got, want := expected[SMTP552].kinds, transport.KindOf(classify.SMTPReply(SMTP552.Reply())); len(got) != 1 || got[0] != want || want != transport.Permanent {
+		t.Errorf("expected[smtp-552].kinds = %v, want classify's %s (Permanent)", got, want)
 	}
 }
 

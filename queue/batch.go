@@ -179,7 +179,7 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	receipt, err := w.tr.Send(ctx, &j.msg)
 	kind := transport.KindOf(err)
 	now := w.q.clock.Now()
-	streak, recovered := w.brk.record(kind, now)
+	streak, recovered := w.brk.record(laneFailure(kind, err), now)
 	if recovered {
 		select { // the resume loop makes the mail the outage deferred due
 		case w.resume <- struct{}{}:

@@ -1,35 +1,49 @@
 package queue
 
 import (
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/mailspool/mailspool/transport"
 )
 
-// breaker pauses a worker's claiming after BreakerThreshold connection
+// breaker pauses a worker's claiming after BreakerThreshold lane-level
 // failures in a row, so that a provider outage costs a few probes instead
 // of every queued mail's attempts. Once the pause is over the worker sends
-// a single mail as a probe; a connection failure re-opens the breaker for
-// twice as long (up to BreakerMaxPause), any answer from the provider
-// closes it.
+// a single mail as a probe; a lane-level failure re-opens the breaker for
+// twice as long (up to BreakerMaxPause), any other outcome closes it.
 type breaker struct {
 	policy RetryPolicy
 
 	mu     sync.Mutex
-	streak int       // connection failures in a row
+	streak int       // lane-level failures in a row
 	until  time.Time // paused until then
 	pause  time.Duration
 	probe  bool // the pause is over: claim one mail to probe
 }
 
-// record notes one outcome and returns the streak of connection failures,
-// this one included (0 for any other outcome), and whether this outcome
-// closed an open breaker (the provider is back).
-func (b *breaker) record(kind transport.Kind, now time.Time) (streak int, recovered bool) {
+// laneFailure reports whether a send's error (of kind, its KindOf) is a lane-level failure, the
+// only kind that feeds the breaker: a Connection failure (no reply at all,
+// TLS, authentication, our own account) that does not concern one
+// recipient. A reply about one recipient is an answer from a working
+// provider, whatever kind it was given.
+func laneFailure(kind transport.Kind, err error) bool {
+	if kind != transport.Connection {
+		return false
+	}
+	var te *transport.Error
+	return !errors.As(err, &te) || !te.Recipient
+}
+
+// record notes one outcome, lane-level failure or not (see laneFailure),
+// and returns the streak of lane-level failures, this one included (0 for
+// any other outcome), and whether this outcome closed an open breaker (the
+// provider is back).
+func (b *breaker) record(failed bool, now time.Time) (streak int, recovered bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if kind != transport.Connection {
+	if !failed {
 		recovered = b.pause > 0
 		b.streak, b.pause, b.probe = 0, 0, false
 		return 0, recovered

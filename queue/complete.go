@@ -84,6 +84,7 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 	setCase("provider_id", sent, func(u *rowUpdate) any { return u.providerID })
 	setCase("last_code", failure, func(u *rowUpdate) any { return u.lastCode })
 	setCase("last_error", failure, func(u *rowUpdate) any { return u.lastError })
+	setCase("last_rule", failure, func(u *rowUpdate) any { return u.lastRule })
 
 	b.WriteString(` WHERE id IN (` + placeholders(len(ups)) + `) AND ` + statusIs(StatusSending) + ` AND ` + fence)
 	for _, u := range ups {

@@ -27,6 +27,7 @@ type Row struct {
 	ProviderID     string // the provider's id, once sent
 	LastKind       string // sent, temporary, permanent, connection or expired
 	LastCode       int
+	LastRule       string // the classification rule that decided the last failure
 	LastError      string
 	MaybeDelivered bool
 	// Crashes counts the leases that expired while the mail was sending:
@@ -43,9 +44,9 @@ func (q *Queue) Row(ctx context.Context, id int64) (Row, error) {
 	var status, maybe int
 	var created, next, sent int64
 	err := q.db.QueryRowContext(ctx, `SELECT id, status, attempts, max_attempts, to_addr, subject, template, message_id,
-  provider_id, last_kind, last_code, last_error, maybe_delivered, crashes, created_at, next_run, sent_at FROM `+q.table+` WHERE id = ?`, id).
+  provider_id, last_kind, last_code, last_rule, last_error, maybe_delivered, crashes, created_at, next_run, sent_at FROM `+q.table+` WHERE id = ?`, id).
 		Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &r.To, &r.Subject, &r.Template, &r.MessageID,
-			&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastError, &maybe, &r.Crashes, &created, &next, &sent)
+			&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastRule, &r.LastError, &maybe, &r.Crashes, &created, &next, &sent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, fmt.Errorf("%w: id %d in %s", ErrNotFound, id, q.lane.Table)
 	}

@@ -26,8 +26,9 @@ type RetryPolicy struct {
 	// mails that failed together do not retry together. Set a negative
 	// value for none.
 	Jitter float64
-	// BreakerThreshold is the number of connection failures in a row after
-	// which a worker stops claiming from the lane (default 5).
+	// BreakerThreshold is the number of lane-level failures in a row (a
+	// Connection failure not about one recipient) after which a worker
+	// stops claiming from the lane (default 5).
 	BreakerThreshold int
 	// BreakerPause is the first pause once the breaker opens (default 30s);
 	// each further failed probe doubles it, up to BreakerMaxPause (default

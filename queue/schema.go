@@ -150,6 +150,13 @@ var migrations = []migration{{
 	mysql:      []string{`ALTER TABLE %[1]s ADD COLUMN crashes TINYINT UNSIGNED NOT NULL DEFAULT 0 AFTER attempts`},
 	sqlite:     []string{`ALTER TABLE %[1]s ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0`},
 }, {
+	// Version 3: last_rule names the classification rule that decided the
+	// last failure (classify's built-in rule or "operator:NAME").
+	version:    3,
+	addsColumn: "last_rule",
+	mysql:      []string{`ALTER TABLE %[1]s ADD COLUMN last_rule VARCHAR(80) NOT NULL DEFAULT '' AFTER last_code`},
+	sqlite:     []string{`ALTER TABLE %[1]s ADD COLUMN last_rule TEXT NOT NULL DEFAULT ''`},
+}, {
 	// Version 6: provider_id, written when a mail is sent, is fixed-width,
 	// so that InnoDB updates the row in place on completion instead of
 	// rewriting the whole row with its bodies (redo per mail falls about

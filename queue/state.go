@@ -56,6 +56,9 @@ const (
 // maxLastError is the size of the last_error column.
 const maxLastError = 512
 
+// maxLastRule is the size of the last_rule column.
+const maxLastRule = 80
+
 // job is one claimed row: what a worker sends and the lease it holds.
 type job struct {
 	id             int64
@@ -81,6 +84,7 @@ type rowUpdate struct {
 	hasOutcome bool
 	lastKind   string
 	lastCode   int
+	lastRule   string // the classification rule that decided the failure
 	lastError  string
 	sentAt     int64 // unix ms, 0 unless sent
 	providerID string
@@ -147,7 +151,7 @@ func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 
 // failed makes u a failure with kind and text as its outcome.
 func (u rowUpdate) failed(kind, text string) rowUpdate {
-	u.status, u.hasOutcome, u.lastKind, u.lastCode, u.lastError = StatusFailed, true, kind, 0, textclip.Prefix(text, maxLastError)
+	u.status, u.hasOutcome, u.lastKind, u.lastCode, u.lastRule, u.lastError = StatusFailed, true, kind, 0, "", textclip.Prefix(text, maxLastError)
 	return u
 }
 
@@ -164,7 +168,7 @@ func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
 	var te *transport.Error
 	var retryAfter time.Duration
 	if errors.As(r.err, &te) {
-		u.lastCode = te.Code
+		u.lastCode, u.lastRule = te.Code, textclip.Prefix(te.Rule, maxLastRule)
 		u.maybeDelivered = u.maybeDelivered || te.MaybeDelivered
 		retryAfter = te.RetryAfter
 	}

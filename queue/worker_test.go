@@ -346,6 +346,54 @@ func TestBreakerPausesTheLaneWithoutBurningAttempts(t *testing.T) {
 	})
 }
 
+func TestRecipientRejectionsNeverOpenTheBreaker(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		lane := Lane{RecipientLimit: NoLimit, Retry: RetryPolicy{BreakerThreshold: 3, BreakerPause: time.Minute, BreakerMaxPause: 4 * time.Minute}}
+		q := newQueue(t, s.db, lane, clock)
+		enqueueN(t, q, 20)
+		// 20 replies in a row about one recipient each, all of them given
+		// the kind that feeds the breaker (as an operator's rule may).
+		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+			return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Code: 550, Enhanced: "5.2.1", Recipient: true,
+				Rule: "operator:disabled-is-ours", Detail: "The email account that you tried to reach is disabled."}
+		})
+		w, err := NewWorker(q, tr, &WorkerOptions{Batch: 20, Concurrency: 1, Logger: quietLogger()})
+		require.NoError(t, err)
+
+		got, err := oneBatch(ctx, w, 20)
+		require.NoError(t, err)
+		assert.Equal(t, 20, got)
+		assert.EqualValues(t, 20, tr.total.Load(), "every mail was tried: the lane kept running")
+		assert.EqualValues(t, 0, w.Stats().Released)
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "status = 1"))
+		pause, limit := w.brk.state(clock.Now(), 20)
+		assert.Equal(t, time.Duration(0), pause, "the breaker stayed closed")
+		assert.Equal(t, 20, limit)
+		row, err := q.Row(ctx, 1)
+		require.NoError(t, err)
+		assert.Equal(t, "operator:disabled-is-ours", row.LastRule, "the rule that decided is stored with the row")
+
+		// A lane-level failure still counts: three in a row open it.
+		for range 3 {
+			streak, _ := w.brk.record(isLaneFailure(&transport.Error{Kind: transport.Connection, Code: 535, Detail: "authentication failed"}), clock.Now())
+			require.Positive(t, streak)
+		}
+		pause, _ = w.brk.state(clock.Now(), 20)
+		assert.Equal(t, time.Minute, pause)
+	})
+}
+
+func TestLaneFailure(t *testing.T) {
+	assert.True(t, isLaneFailure(&transport.Error{Kind: transport.Connection, Detail: "connection refused"}))
+	assert.True(t, isLaneFailure(fmt.Errorf("wrapped: %w", &transport.Error{Kind: transport.Connection, Code: 535})))
+	assert.False(t, isLaneFailure(&transport.Error{Kind: transport.Connection, Code: 550, Recipient: true}))
+	assert.False(t, isLaneFailure(&transport.Error{Kind: transport.Permanent, Code: 550}))
+	assert.False(t, isLaneFailure(nil))
+	assert.False(t, isLaneFailure(io.EOF), "an unclassified error is Temporary")
+}
+
 func TestWorkerOutcomesOnRows(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
@@ -453,3 +501,6 @@ func TestSlowSendDoesNotHoldUpTheWorker(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// isLaneFailure is laneFailure with the kind taken from err, as send does.
+func isLaneFailure(err error) bool { return laneFailure(transport.KindOf(err), err) }

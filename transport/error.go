@@ -64,6 +64,16 @@ type Error struct {
 	// DATA terminator or the whole HTTP request body was sent) before the
 	// failure, so the provider may have accepted it. Retrying may duplicate.
 	MaybeDelivered bool
+	// Recipient reports that the failure concerns this mail's recipient
+	// (its address, mailbox or account) rather than the lane: the provider
+	// answered, and another mail may well go through. Such a failure never
+	// counts toward the lane's breaker, whatever its Kind.
+	Recipient bool
+	// Rule names the classification rule that decided Kind: a built-in
+	// rule of package classify or of the adapter (e.g. "smtp-auth",
+	// "ses-MessageRejected"), or an operator's rule ("operator:NAME").
+	// Empty when the error was built without one.
+	Rule string
 	// Detail is a short human-readable explanation: the server's reply text
 	// or the provider's error message.
 	Detail string

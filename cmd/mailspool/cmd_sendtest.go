@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/mail"
 
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
@@ -20,6 +21,7 @@ type sendTestResult struct {
 	Enhanced       string  `json:"enhanced,omitempty"`
 	RetryAfter     float64 `json:"retry_after_seconds,omitempty"`
 	MaybeDelivered bool    `json:"maybe_delivered,omitempty"`
+	Rule           string  `json:"rule,omitempty"` // the classification rule that decided
 	Error          string  `json:"error,omitempty"`
 }
 
@@ -48,6 +50,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		return usageError{fmt.Sprintf("--to %q: %v", *to, err)}
 	}
 	u := *rawURL
+	var rules *classify.Rules
 	if u == "" {
 		cfg, err := config.Load(sf.config, "")
 		if err != nil {
@@ -57,13 +60,14 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		u = l.Transport
+		u, rules = l.Transport, l.Rules
 	}
 	tr, err := openTransport(ctx, u)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
+	tr = rules.Transport(tr)
 	msg := &transport.Message{
 		From: *fromAddr, To: *toAddr, Subject: *subject,
 		Text: "This is a test mail sent by mailspool send-test through " + transport.Redact(u) + ".\n",
@@ -72,7 +76,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 	res := sendTestResult{Kind: transport.KindOf(err).String(), MessageID: receipt.MessageID, Response: receipt.Response}
 	var te *transport.Error
 	if errors.As(err, &te) {
-		res.Code, res.Enhanced, res.MaybeDelivered = te.Code, te.Enhanced, te.MaybeDelivered
+		res.Code, res.Enhanced, res.MaybeDelivered, res.Rule = te.Code, te.Enhanced, te.MaybeDelivered, te.Rule
 		res.RetryAfter = te.RetryAfter.Seconds()
 	}
 	if err != nil {
@@ -90,6 +94,9 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout)
 	}
 	if err != nil {
+		if res.Rule != "" {
+			return fmt.Errorf("not sent (%s, rule %s): %w", res.Kind, res.Rule, err)
+		}
 		return fmt.Errorf("not sent (%s): %w", res.Kind, err)
 	}
 	return nil

@@ -53,6 +53,9 @@ func runShow(ctx context.Context, e *env, args []string) error {
 	case r.LastKind != "":
 		fmt.Fprintf(e.stdout, "  last outcome %s %d: %s\n", r.LastKind, r.LastCode, r.LastError)
 	}
+	if r.LastRule != "" {
+		fmt.Fprintf(e.stdout, "  decided by   rule %s   (mailspool classify explains a reply)\n", r.LastRule)
+	}
 	switch {
 	case r.Crashes > 0:
 		fmt.Fprintf(e.stdout, "  note         may have been delivered before: a worker stopped while sending it (lease expired %d time(s)), so it was sent again\n", r.Crashes)

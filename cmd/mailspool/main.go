@@ -29,6 +29,7 @@ var commands = []command{
 	{"enqueue", "queue mail given by flags or a JSON file", runEnqueue},
 	{"send-test", "send one test mail synchronously and print the outcome", runSendTest},
 	{"show", "show one mail: status, attempts, last error, provider message id", runShow},
+	{"classify", "explain how a reply is classified and which rule decides it", runClassify},
 	{"stats", "print backlog, last hour's failure rate and stuck rows per lane", runStats},
 	{"cleanup", "delete old sent and failed rows now", runCleanup},
 	{"bench", "measure enqueue and drain on a database, checking every mail is delivered once", runBench},

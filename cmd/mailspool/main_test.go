@@ -114,6 +114,7 @@ recipient_limit = "2/1h"
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "status       failed, 1 of 5 attempts")
 	assert.Contains(t, out, "last outcome permanent 550: permanent: 550 5.1.1")
+	assert.Contains(t, out, "decided by   rule smtp-recipient", "show says which rule failed the mail")
 	code, _, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "99")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "no such mail: id 99")
@@ -131,7 +132,8 @@ func TestSendTest(t *testing.T) {
 	assert.Equal(t, "permanent", res.Kind)
 	assert.Equal(t, 550, res.Code)
 	assert.Equal(t, "5.1.1", res.Enhanced)
-	assert.Contains(t, stderr, "not sent (permanent)")
+	assert.Equal(t, "smtp-recipient", res.Rule)
+	assert.Contains(t, stderr, "not sent (permanent, rule smtp-recipient)")
 
 	code, _, stderr = mailspool(t, "send-test", "--transport", "fake://?script=ok&bogus=1", "--from", "a@example.com", "--to", "b@example.com")
 	assert.Equal(t, 1, code)

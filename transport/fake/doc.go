@@ -38,7 +38,7 @@
 //	452             452 4.2.2 over quota (Gmail)                        Temporary
 //	550             550 5.1.1 no such user (Gmail, multi-line)          Permanent
 //	552             552 5.2.2 Mailbox full                              Permanent
-//	gmail-552       552 5.2.2 over quota and inactive (Gmail)           Temporary (a quota)
+//	gmail-552       552 5.2.2 over quota and inactive (Gmail)           Permanent (mailbox full)
 //	553             553 5.1.3 not a valid RFC 5321 address (Gmail)      Permanent
 //	554             554 5.7.1 rejected as spam (Exchange)               Permanent
 //	ses-smtp-454    454 Throttling failure (SES SMTP)                   Temporary

@@ -39,6 +39,15 @@ func outcome(resp *rest.Response, key string) (transport.Receipt, error) {
 	return transport.Receipt{}, te
 }
 
+// Classify classifies an error answer of SendGrid's v3 mail send API, as
+// Send does, from its HTTP status and body. It is for explaining a recorded
+// answer (the mailspool classify command); retry hints from headers are not
+// known.
+func Classify(status int, body string) error {
+	_, err := outcome(&rest.Response{StatusCode: status, Body: body, Headers: map[string][]string{}}, "")
+	return err
+}
+
 // apiErrors is SendGrid's v3 error body.
 type apiErrors struct {
 	Errors []struct {

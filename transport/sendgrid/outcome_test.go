@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
 func TestErrorDetail(t *testing.T) {
@@ -37,4 +39,17 @@ func TestCleanCutsOnARuneBoundary(t *testing.T) {
 	require.True(t, strings.HasSuffix(got, "..."), "clean of a long text %q does not end in ...", got)
 	assert.True(t, strings.HasPrefix(got, "éé"), "clean cut inside a rune: %q", got)
 	assert.NotContains(t, got, "\uFFFD", "clean cut inside a rune")
+}
+
+// TestClassifyUnverifiedSender: the v3 API's answer for a from address that
+// is not a verified Sender Identity (message as recorded in
+// github.com/sendgrid/sendgrid-nodejs issue 1088) is our setup, not the mail.
+func TestClassifyUnverifiedSender(t *testing.T) {
+	body := `{"errors":[{"message":"The from address does not match a verified Sender Identity. Mail cannot be sent until this error is resolved. Visit https://sendgrid.com/docs/for-developers/sending-email/sender-identity/ to see the Sender Identity requirements","field":"from","help":null}]}`
+	var te *transport.Error
+	require.ErrorAs(t, Classify(403, body), &te)
+	assert.Equal(t, transport.Connection, te.Kind)
+	assert.Equal(t, "http-setup", te.Rule)
+	assert.Contains(t, te.Detail, "does not match a verified Sender Identity")
+	require.NoError(t, Classify(202, ""))
 }

@@ -3,6 +3,7 @@ package ses
 import (
 	"errors"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -71,6 +72,14 @@ var setupPhrases = []string{
 	"paused",
 }
 
+// addressProblem matches SES's InvalidParameterValue messages that reject
+// an address of the mail (recorded: "Missing final '@domain'", "Local
+// address contains control or whitespace", "Domain contains illegal
+// character", "Missing domain", "Missing local name", "Illegal address"):
+// the mail as it is will never be accepted. Other InvalidParameterValue
+// messages are about the request the adapter built or the account's setup.
+var addressProblem = regexp.MustCompile(`(?i)local address|missing final '@domain'|missing domain|missing local name|illegal address|domain contains|domain (starts|ends) with|invalid (email )?address`)
+
 // setupProblem reports whether an SES error message blames our account or
 // setup.
 func setupProblem(message string) bool {
@@ -96,7 +105,7 @@ func classifySendError(err error, wrote bool, now time.Time) error {
 	if status >= 200 && status < 300 {
 		// SES answered success but the body did not parse (or broke off):
 		// the mail was probably accepted.
-		return &transport.Error{Kind: transport.Temporary, Code: status, MaybeDelivered: true,
+		return &transport.Error{Kind: transport.Temporary, Code: status, MaybeDelivered: true, Rule: "ses-unreadable-answer",
 			Detail: "accepted, but the answer could not be read", Err: err}
 	}
 	header := respErr.Response.Header
@@ -113,22 +122,42 @@ func classifySendError(err error, wrote bool, now time.Time) error {
 }
 
 // classifyAPIError classifies an SES error code by the codeKinds table and,
-// for codes it does not name, by the HTTP status.
+// for codes it does not name, by the HTTP status. Its Rule is "ses-" and the
+// code ("ses-MessageRejected"), with "-setup" when the message blames our
+// setup, "-address" for an InvalidParameterValue about an address.
 func classifyAPIError(status int, header http.Header, code, message string) *transport.Error {
+	if code == "InvalidParameterValue" {
+		if addressProblem.MatchString(message) {
+			return &transport.Error{Kind: transport.Permanent, Code: status, Rule: "ses-InvalidParameterValue-address"}
+		}
+		return &transport.Error{Kind: transport.Connection, Code: status, Rule: "ses-InvalidParameterValue-request"}
+	}
 	kind, named := codeKinds[code]
 	if !named {
 		e := httpapi.StatusError(status, header, nil)
 		if e.Kind == transport.Permanent {
 			// An error SES did not document for SendEmail may be anything:
 			// one retry too many is better than dropping a good mail.
-			e.Kind = transport.Temporary
+			e.Kind, e.Rule = transport.Temporary, "ses-undocumented"
 		}
 		return e
 	}
+	rule := "ses-" + code
 	if kind == transport.Permanent && setupProblem(message) {
-		kind = transport.Connection
+		kind, rule = transport.Connection, rule+"-setup"
 	}
-	return &transport.Error{Kind: kind, Code: status}
+	return &transport.Error{Kind: kind, Code: status, Rule: rule}
+}
+
+// Classify classifies an error answer of SES's SendEmail, as Send does:
+// status is the HTTP status, code the AWS error code (such as
+// "MessageRejected" or "InvalidParameterValue") and message its message.
+// It is for explaining a recorded answer (the mailspool classify command);
+// the result has no cause and no retry hint from headers.
+func Classify(status int, code, message string) error {
+	e := classifyAPIError(status, http.Header{}, code, message)
+	e.Detail = detail(code, message, "")
+	return e
 }
 
 // withRetryAfter sets e.RetryAfter from a Retry-After header unless it is

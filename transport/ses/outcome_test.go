@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/ses"
 )
 
 // TestErrorTable sends through the real SDK to a server answering with SES's
@@ -35,6 +36,24 @@ func TestErrorTable(t *testing.T) {
 			kind: transport.Permanent, code: 400, detail: "MessageRejected: Illegal address (request req-messagerejected)"},
 		{name: "BadRequestException", answer: sesError(400, "BadRequestException", "Message length is more than 10485760 bytes long"),
 			kind: transport.Permanent, code: 400, detail: "BadRequestException: Message length"},
+
+		// InvalidParameterValue about an address of the mail: it will never
+		// be accepted (messages recorded in github.com/anymail/django-anymail
+		// issue 281, openstax/accounts issue 253, brave/accounts issue 35,
+		// SebastiaanKlippert/lambda-ses-forwarder issue 2).
+		{name: "InvalidParameterValue missing domain", answer: sesError(400, "InvalidParameterValue", "Missing final '@domain'"),
+			kind: transport.Permanent, code: 400, detail: "InvalidParameterValue: Missing final '@domain'"},
+		{name: "InvalidParameterValue whitespace", answer: sesError(400, "InvalidParameterValue", "Local address contains control or whitespace"),
+			kind: transport.Permanent, code: 400},
+		{name: "InvalidParameterValue illegal character", answer: sesError(400, "InvalidParameterValue", "Domain contains illegal character"),
+			kind: transport.Permanent, code: 400},
+		{name: "InvalidParameterValue missing domain v2", answer: sesError(400, "InvalidParameterValue", "Missing domain"),
+			kind: transport.Permanent, code: 400},
+		// Any other InvalidParameterValue is about the request we built or
+		// our setup: the mail waits (AWS's answer quoted in
+		// github.com/localstack/localstack issue 8588).
+		{name: "InvalidParameterValue about the request", answer: sesError(400, "InvalidParameterValue", "Invalid tag value <event:id:abc1234>: only alphanumeric ASCII characters, '_', and '-' are allowed."),
+			kind: transport.Connection, code: 400},
 
 		// Our account or setup: the mail is fine and waits.
 		{name: "sandbox recipient not verified", answer: sesError(400, "MessageRejected",
@@ -157,4 +176,26 @@ func TestRefusedIsConnection(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, transport.Connection, te.Kind, "%v", err)
 	assert.False(t, te.MaybeDelivered)
+}
+
+func TestClassifyNamesTheRule(t *testing.T) {
+	for _, tc := range []struct {
+		status        int
+		code, message string
+		kind          transport.Kind
+		rule          string
+	}{
+		{400, "InvalidParameterValue", "Missing final '@domain'", transport.Permanent, "ses-InvalidParameterValue-address"},
+		{400, "InvalidParameterValue", "Invalid tag value <event:id:abc1234>: only alphanumeric ASCII characters, '_', and '-' are allowed.", transport.Connection, "ses-InvalidParameterValue-request"},
+		{400, "MessageRejected", "Email address is not verified. The following identities failed the check in region EU-WEST-1: a@example.com", transport.Connection, "ses-MessageRejected-setup"},
+		{400, "MessageRejected", "Illegal address", transport.Permanent, "ses-MessageRejected"},
+		{400, "SomethingNew", "?", transport.Temporary, "ses-undocumented"},
+	} {
+		err := ses.Classify(tc.status, tc.code, tc.message)
+		var te *transport.Error
+		require.ErrorAs(t, err, &te)
+		assert.Equal(t, tc.kind, te.Kind, tc.message)
+		assert.Equal(t, tc.rule, te.Rule, tc.message)
+		assert.Equal(t, tc.code+": "+tc.message, te.Detail)
+	}
 }

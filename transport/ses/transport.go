@@ -123,7 +123,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	raw, err := render.MIME(m)
 	if err != nil {
 		// An invalid message (ErrInvalidMessage in the chain) never reaches the wire.
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Err: err}
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -131,7 +131,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	// Resolving credentials first keeps a missing or broken credential
 	// chain apart from failures on the wire: it is our setup, not the mail.
 	if _, err := t.creds.Retrieve(ctx); err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Detail: "no usable AWS credentials", Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Rule: "ses-credentials", Detail: "no usable AWS credentials", Err: err}
 	}
 	ctx, wrote := httpapi.TraceWrite(ctx)
 	in := &sesv2.SendEmailInput{
@@ -147,7 +147,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		return transport.Receipt{}, classifySendError(err, wrote(), time.Now())
 	}
 	if out.MessageId == nil || *out.MessageId == "" {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Code: http.StatusOK, MaybeDelivered: true,
+		return transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Code: http.StatusOK, MaybeDelivered: true, Rule: "ses-unreadable-answer",
 			Detail: "accepted without a MessageId"}
 	}
 	return transport.Receipt{MessageID: *out.MessageId}, nil

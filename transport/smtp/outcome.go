@@ -20,11 +20,11 @@ var errNoSTARTTLS = errors.New("smtp: server does not offer STARTTLS, and tls=st
 func (t *Transport) setupError(ctx context.Context, stage string, err error) error {
 	switch {
 	case errors.Is(err, errNoSTARTTLS):
-		return &transport.Error{Kind: transport.Connection, Detail: "server does not offer STARTTLS", Err: err}
+		return &transport.Error{Kind: transport.Connection, Rule: "smtp-starttls-missing", Detail: "server does not offer STARTTLS", Err: err}
 	case errors.Is(err, errAuthNeedsTLS):
-		return &transport.Error{Kind: transport.Connection, Detail: "credentials refused over a connection without TLS", Err: err}
+		return &transport.Error{Kind: transport.Connection, Rule: "smtp-auth-without-tls", Detail: "credentials refused over a connection without TLS", Err: err}
 	case errors.Is(err, errNoAuthMechanism):
-		return &transport.Error{Kind: transport.Connection, Detail: "server offers no supported AUTH mechanism", Err: err}
+		return &transport.Error{Kind: transport.Connection, Rule: "smtp-auth-mechanism", Detail: "server offers no supported AUTH mechanism", Err: err}
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = fmt.Errorf("%w: %w", ctxErr, err)

@@ -98,7 +98,7 @@ func Open(_ context.Context, host string, port int, opts *Options) (*Transport, 
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 	msg, err := render.Msg(m)
 	if err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Detail: "invalid message", Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Detail: "invalid message", Err: err}
 	}
 	s, err := t.session(ctx)
 	if err != nil {
@@ -132,7 +132,7 @@ func (t *Transport) session(ctx context.Context) (*session, error) {
 		return nil, t.setupError(ctx, "send to", err)
 	}
 	if err := t.pool.acquire(ctx); errors.Is(err, transport.ErrClosed) {
-		return nil, &transport.Error{Kind: transport.Connection, Err: err}
+		return nil, &transport.Error{Kind: transport.Connection, Rule: "transport-closed", Err: err}
 	} else if err != nil {
 		return nil, t.setupError(ctx, "wait for a connection to", err)
 	}

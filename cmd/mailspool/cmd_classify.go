@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/transport/sendgrid"
+	"github.com/mailspool/mailspool/transport/ses"
+)
+
+// classifyResult is what "mailspool classify --json" prints.
+type classifyResult struct {
+	Kind           string  `json:"kind"`
+	Code           int     `json:"code,omitempty"`
+	Enhanced       string  `json:"enhanced,omitempty"`
+	RetryAfter     float64 `json:"retry_after_seconds"`
+	MaybeDelivered bool    `json:"maybe_delivered"`
+	Recipient      bool    `json:"recipient"`
+	Rule           string  `json:"rule"`
+	Detail         string  `json:"detail,omitempty"`
+	Transport      string  `json:"transport"`
+	Lane           string  `json:"lane,omitempty"`
+}
+
+const classifyArgs = "[--config FILE] [--lane NAME] [--transport smtp|ses|sendgrid] [--json] 'REPLY TEXT'"
+
+// runClassify explains how mailspool classifies a reply: its kind and the
+// rule (the lane's own or the built-in one) that decided it.
+func runClassify(_ context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "classify", classifyArgs)
+	configPath := fs.String("config", "", "TOML config file; the lane's rules and transport are used")
+	lane := fs.String("lane", "", "use this lane's classification rules (default: the only lane of --config, or none)")
+	kind := fs.String("transport", "", "how the reply arrived: smtp (a reply or an error text), ses (\"[STATUS] Code: message\") or sendgrid (\"STATUS BODY\"); default: the lane's, else smtp")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return usageError{"give the reply text as one argument (quote it)"}
+	}
+	text := fs.Arg(0)
+	var rules *classify.Rules
+	laneName := ""
+	if *configPath != "" || *lane != "" {
+		cfg, err := config.Load(*configPath, "")
+		if err != nil {
+			return err
+		}
+		l, err := pickOneLane(cfg, *lane)
+		if err != nil {
+			return err
+		}
+		rules, laneName = l.Rules, l.Lane.Name
+		if *kind == "" {
+			*kind = transportKind(l.Transport)
+		}
+	}
+	if *kind == "" {
+		*kind = "smtp"
+	}
+	err, perr := classifyText(*kind, text)
+	if perr != nil {
+		return perr
+	}
+	d := classify.Explain(rules.Apply(err))
+	res := classifyResult{
+		Kind: d.Kind.String(), Code: d.Code, Enhanced: d.Enhanced, RetryAfter: d.RetryAfter.Seconds(),
+		MaybeDelivered: d.MaybeDelivered, Recipient: d.Recipient, Rule: d.Rule, Detail: d.Detail,
+		Transport: *kind, Lane: laneName,
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, res)
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "kind            %s\n", res.Kind)
+	fmt.Fprintf(w, "code            %s\n", orDash(res.Code != 0, strconv.Itoa(res.Code)))
+	fmt.Fprintf(w, "enhanced code   %s\n", orDash(res.Enhanced != "", res.Enhanced))
+	fmt.Fprintf(w, "retry after     %s\n", orDash(d.RetryAfter > 0, d.RetryAfter.String()))
+	fmt.Fprintf(w, "maybe delivered %s\n", yesNo(res.MaybeDelivered))
+	fmt.Fprintf(w, "about           %s\n", map[bool]string{true: "one recipient (never pauses the lane)", false: "the lane, the message or unknown"}[res.Recipient])
+	fmt.Fprintf(w, "decided by      %s\n", ruleOrigin(res.Rule, laneName))
+	if res.Detail != "" {
+		fmt.Fprintf(w, "detail          %s\n", res.Detail)
+	}
+	return nil
+}
+
+// classifyText classifies text as the transport kind would have received
+// it. perr is a usage error for text that transport cannot have sent.
+func classifyText(kind, text string) (err, perr error) {
+	switch kind {
+	case "smtp":
+		if _, _, ok := strings.Cut(text, " "); ok || len(text) == 3 {
+			if code, convErr := strconv.Atoi(text[:min(3, len(text))]); convErr == nil && code >= 200 && code <= 599 {
+				return classify.SMTPReply(text), nil
+			}
+		}
+		// An error text as a Go SMTP library prints it.
+		return classify.Error(errors.New(text)), nil
+	case "ses":
+		status := 400
+		if s, rest, ok := strings.Cut(text, " "); ok {
+			if n, convErr := strconv.Atoi(s); convErr == nil {
+				status, text = n, rest
+			}
+		}
+		code, msg, _ := strings.Cut(text, ":")
+		if code == "" || strings.ContainsAny(code, " \t") {
+			return nil, usageError{"--transport ses: want \"[STATUS] Code: message\", e.g. \"400 InvalidParameterValue: Missing final '@domain'\""}
+		}
+		return ses.Classify(status, code, strings.TrimSpace(msg)), nil
+	case "sendgrid":
+		s, body, _ := strings.Cut(text, " ")
+		status, convErr := strconv.Atoi(s)
+		if convErr != nil || status < 100 || status > 599 {
+			return nil, usageError{"--transport sendgrid: want \"STATUS BODY\", e.g. '403 {\"errors\":[{\"message\":\"...\"}]}'"}
+		}
+		return sendgrid.Classify(status, body), nil
+	}
+	return nil, usageError{fmt.Sprintf("--transport %q: want smtp, ses or sendgrid", kind)}
+}
+
+// transportKind is the --transport that matches a lane's transport URL.
+func transportKind(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "smtp"
+	}
+	switch u.Scheme {
+	case ses.Scheme:
+		return "ses"
+	case sendgrid.Scheme:
+		return "sendgrid"
+	}
+	return "smtp"
+}
+
+// ruleOrigin says where a rule comes from.
+func ruleOrigin(rule, lane string) string {
+	if name, ok := strings.CutPrefix(rule, classify.OperatorPrefix); ok {
+		return fmt.Sprintf("%s (lane %s's rule %q)", rule, lane, name)
+	}
+	if rule == "sent" || rule == "none" {
+		return rule
+	}
+	return rule + " (built-in)"
+}
+
+func orDash(ok bool, s string) string {
+	if !ok {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
