@@ -2,41 +2,40 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/queue"
 )
 
 func runPause(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "pause", "--lane NAME [--reason TEXT] [--db URL] [--config FILE]")
-	var lf laneFlags
-	lf.register(fs)
-	reason := fs.String("reason", "", "why, shown by stats (at most 255 bytes)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if lf.lane == "" {
-		return usageError{"--lane is required: pausing is per lane"}
-	}
-	l, q, db, err := lf.openOne(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := q.Pause(ctx, *reason); err != nil {
-		return err
-	}
-	if lf.asJSON {
-		return writeJSON(e.stdout, map[string]any{"lane": l.Lane.Name, "paused": true})
-	}
-	fmt.Fprintf(e.stdout, "lane %s paused: its workers stop claiming within %s; enqueue goes on\n", l.Lane.Name, pollInterval(l))
-	return nil
+	var reason *string
+	return setPaused(ctx, e, args, true, "--lane NAME [--reason TEXT] [--db URL] [--config FILE]",
+		func(fs *flag.FlagSet) { reason = fs.String("reason", "", "why, shown by stats (at most 255 bytes)") },
+		func(ctx context.Context, q *queue.Queue) error { return q.Pause(ctx, *reason) },
+		"lane %s paused: its workers stop claiming within %s; enqueue goes on\n")
 }
 
 func runResume(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "resume", "--lane NAME [--db URL] [--config FILE]")
+	return setPaused(ctx, e, args, false, "--lane NAME [--db URL] [--config FILE]",
+		func(*flag.FlagSet) {},
+		func(ctx context.Context, q *queue.Queue) error { return q.Resume(ctx) },
+		"lane %s resumed: its workers claim again within %s\n")
+}
+
+// setPaused is pause and resume: parse the flags (extra registers the
+// command's own), open the one lane, apply act and report the new state.
+func setPaused(ctx context.Context, e *env, args []string, paused bool, usage string,
+	extra func(*flag.FlagSet), act func(context.Context, *queue.Queue) error, done string) error {
+	name := "resume"
+	if paused {
+		name = "pause"
+	}
+	fs := newFlagSet(e, name, usage)
 	var lf laneFlags
 	lf.register(fs)
+	extra(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,13 +47,13 @@ func runResume(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	if err := q.Resume(ctx); err != nil {
+	if err := act(ctx, q); err != nil {
 		return err
 	}
 	if lf.asJSON {
-		return writeJSON(e.stdout, map[string]any{"lane": l.Lane.Name, "paused": false})
+		return writeJSON(e.stdout, map[string]any{"lane": l.Lane.Name, "paused": paused})
 	}
-	fmt.Fprintf(e.stdout, "lane %s resumed: its workers claim again within %s\n", l.Lane.Name, pollInterval(l))
+	fmt.Fprintf(e.stdout, done, l.Lane.Name, pollInterval(l))
 	return nil
 }
 
