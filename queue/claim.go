@@ -10,7 +10,7 @@ import (
 )
 
 // claimColumns are read for each claimed row.
-const claimColumns = `id, attempts, max_attempts, crashes, not_after, maybe_delivered, created_at, message_id,
+const claimColumns = `id, next_run, attempts, max_attempts, crashes, not_after, maybe_delivered, created_at, message_id,
   from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers`
 
 // claim takes up to n due rows for token in one short transaction and
@@ -22,7 +22,9 @@ const claimColumns = `id, attempts, max_attempts, crashes, not_after, maybe_deli
 // Rows whose lease expired are not claimed here: the rescuer (rescue.go)
 // returns them to pending or retry first. With SKIP LOCKED, concurrent
 // claimers never wait for each other.
-func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Duration) ([]*job, error) {
+//
+// cur, when not nil, is the claimer's cursor (see cursor).
+func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Duration, cur *cursor) ([]*job, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -38,7 +40,7 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		if len(jobs) == n {
 			break
 		}
-		picked, err := q.pickRows(ctx, tx, status, now, n-len(jobs))
+		picked, err := q.pick(ctx, tx, cur, status, now, n-len(jobs))
 		if err != nil {
 			return nil, err
 		}
@@ -83,16 +85,106 @@ func isolateSuspects(jobs []*job) []*job {
 	}
 }
 
-// pickQuery is the claim's SELECT for one status; it reads exactly the
-// rows it returns from the (status, next_run, id) index.
-func (q *Queue) pickQuery() string {
-	return q.d.bounded(`SELECT ` + claimColumns + ` FROM ` + q.table +
-		` WHERE status = ? AND next_run <= ? ORDER BY next_run, id LIMIT ?` + q.d.lockSkip())
+// A cursor remembers, per status, where a claimer's last pick ended (the
+// due order's (next_run, id) of the last row it took), so that its next
+// pick starts there instead of at the start of the status's index range.
+//
+// Why: a claim moves its rows out of the range, but InnoDB only
+// delete-marks their old index entries and purges them later, in the
+// background. Under a steady drain thousands of such entries wait at the
+// start of the range, and a pick from the start steps over every one of
+// them, at the cost of a clustered-index lookup each: the pick grew to
+// thousands of pages read for 50 rows, and most of the database's time.
+//
+// A row can become due behind the cursor: a producer's transaction that
+// committed after later rows were claimed, a row skipped while another
+// claimer held it, a row whose lease ended. So a pick that comes back short
+// also picks from the start, and every fullPickEvery the pick starts from
+// the start anyway: such a row waits at most that long behind a backlog.
+type cursor struct {
+	at     map[int]dueKey // per status
+	fullAt time.Time      // the last pick from the start of every status
 }
 
-// pickRows reads up to limit due rows of one status for the claim in tx.
-func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64, limit int) ([]*job, error) {
-	rows, err := tx.QueryContext(ctx, q.pickQuery(), status, now, limit)
+type dueKey struct{ nextRun, id int64 }
+
+// fullPickEvery bounds how long a due row behind a cursor can wait.
+const fullPickEvery = time.Second
+
+// pick reads up to limit due rows of one status, in due order, starting at
+// cur's position when it has one.
+func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, now int64, limit int) ([]*job, error) {
+	if cur == nil {
+		return q.pickRows(ctx, tx, status, now, limit, nil)
+	}
+	if cur.at == nil {
+		cur.at = map[int]dueKey{}
+	}
+	if t := q.clock.Now(); t.Sub(cur.fullAt) >= fullPickEvery || t.Before(cur.fullAt) {
+		clear(cur.at)
+		cur.fullAt = t
+	}
+	var jobs []*job
+	if from, ok := cur.at[status]; ok {
+		var err error
+		if jobs, err = q.pickRows(ctx, tx, status, now, limit, &from); err != nil {
+			return nil, err
+		}
+	}
+	if len(jobs) < limit {
+		// Rows this transaction already holds come back again: skip them.
+		more, err := q.pickRows(ctx, tx, status, now, limit, nil)
+		if err != nil {
+			return nil, err
+		}
+		held := make(map[int64]bool, len(jobs))
+		for _, j := range jobs {
+			held[j.id] = true
+		}
+		for _, j := range more {
+			if len(jobs) < limit && !held[j.id] {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	if len(jobs) > 0 {
+		last := dueKey{}
+		for _, j := range jobs {
+			if k := (dueKey{j.nextRun, j.id}); k.nextRun > last.nextRun || (k.nextRun == last.nextRun && k.id > last.id) {
+				last = k
+			}
+		}
+		cur.at[status] = last
+	}
+	return jobs, nil
+}
+
+// pickQuery is the claim's SELECT for one status; it reads exactly the
+// rows it returns from the (status, next_run, id) index.
+// With after, it starts after a given row.
+func (q *Queue) pickQuery(after bool) string {
+	return q.d.bounded(q.pickSelect(after) + q.d.lockSkip())
+}
+
+// pickSelect is pickQuery without its locking clause and server-side bound.
+// Its arguments: status, now, [after's next_run twice and id], limit.
+func (q *Queue) pickSelect(after bool) string {
+	from := ""
+	if after {
+		from = ` AND next_run >= ? AND (next_run > ? OR id > ?)`
+	}
+	return `SELECT ` + claimColumns + ` FROM ` + q.table +
+		` WHERE status = ? AND next_run <= ?` + from + ` ORDER BY next_run, id LIMIT ?`
+}
+
+// pickRows reads up to limit due rows of one status for the claim in tx,
+// after the row at after when it is not nil.
+func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) ([]*job, error) {
+	args := []any{status, now}
+	if after != nil {
+		args = append(args, after.nextRun, after.nextRun, after.id)
+	}
+	rows, err := tx.QueryContext(ctx, q.pickQuery(after != nil), append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
 	}
@@ -103,7 +195,7 @@ func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64,
 		var maybe int
 		var headers string
 		m := &j.msg
-		if err := rows.Scan(&j.id, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &j.createdAt, &m.MessageID,
+		if err := rows.Scan(&j.id, &j.nextRun, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &j.createdAt, &m.MessageID,
 			&m.From.Address, &m.From.Name, &m.To.Address, &m.To.Name, &m.ReplyTo.Address, &m.ReplyTo.Name,
 			&m.Subject, &m.Text, &m.HTML, &headers); err != nil {
 			return nil, fmt.Errorf("queue: claim: reading a row: %w", err)

@@ -94,7 +94,7 @@ func TestCrashAccounting(t *testing.T) {
 		single, err := q.Enqueue(ctx, s.db, testMessage("once@example.com"), MaxAttempts(1))
 		require.NoError(t, err)
 		for crash := 1; crash <= maxCrashes; crash++ {
-			jobs, err := q.claim(ctx, "dead."+strconv.Itoa(crash), 10, time.Minute)
+			jobs, err := q.claim(ctx, "dead."+strconv.Itoa(crash), 10, time.Minute, nil)
 			require.NoError(t, err)
 			require.Len(t, jobs, 1)
 			clock.Advance(time.Minute + time.Millisecond) // the worker died: its lease runs out
@@ -126,7 +126,7 @@ func TestCrashedRowsAreClaimedAlone(t *testing.T) {
 		clock := newManualClock()
 		q := newQueue(t, s.db, Lane{}, clock)
 		ids := enqueueN(t, q, 4)
-		jobs, err := q.claim(ctx, "dead.1", 10, time.Minute)
+		jobs, err := q.claim(ctx, "dead.1", 10, time.Minute, nil)
 		require.NoError(t, err)
 		require.Len(t, jobs, 4)
 		clock.Advance(time.Minute + time.Millisecond)
@@ -136,12 +136,12 @@ func TestCrashedRowsAreClaimedAlone(t *testing.T) {
 		fresh := enqueueN(t, q, 2)
 
 		for i, id := range ids {
-			jobs, err := q.claim(ctx, "next."+strconv.Itoa(i), 10, time.Minute)
+			jobs, err := q.claim(ctx, "next."+strconv.Itoa(i), 10, time.Minute, nil)
 			require.NoError(t, err)
 			require.Len(t, jobs, 1, "a row that crashed before is leased alone")
 			assert.Equal(t, id, jobs[0].id)
 		}
-		jobs, err = q.claim(ctx, "next.fresh", 10, time.Minute)
+		jobs, err = q.claim(ctx, "next.fresh", 10, time.Minute, nil)
 		require.NoError(t, err)
 		require.Len(t, jobs, 2, "rows that never crashed are still claimed together")
 		assert.Equal(t, fresh, []int64{jobs[0].id, jobs[1].id})
@@ -156,9 +156,9 @@ func TestRescueSkipsLiveLeases(t *testing.T) {
 		clock := newManualClock()
 		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
 		enqueueN(t, q, 4)
-		_, err := q.claim(ctx, "mine.1", 2, time.Minute)
+		_, err := q.claim(ctx, "mine.1", 2, time.Minute, nil)
 		require.NoError(t, err)
-		_, err = q.claim(ctx, "live.1", 2, 2*time.Minute)
+		_, err = q.claim(ctx, "live.1", 2, 2*time.Minute, nil)
 		require.NoError(t, err)
 		clock.Advance(time.Minute + time.Millisecond)
 		n, _, err := q.rescue(ctx, 10, func(token string) bool { return token == "mine.1" }, time.Minute)

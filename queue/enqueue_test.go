@@ -192,11 +192,11 @@ func TestEnqueueStoresTheFinalMessage(t *testing.T) {
 		m.ReplyTo.Address = "help@shop.example"
 		id, err := q.Enqueue(ctx, s.db, m, Template("welcome"), Delay(time.Minute), MaxAttempts(1))
 		require.NoError(t, err)
-		jobs, err := q.claim(ctx, "t1", 10, time.Minute)
+		jobs, err := q.claim(ctx, "t1", 10, time.Minute, nil)
 		require.NoError(t, err)
 		assert.Empty(t, jobs, "delayed mail is not due yet")
 		clock.Advance(time.Minute)
-		jobs, err = q.claim(ctx, "t1", 10, time.Minute)
+		jobs, err = q.claim(ctx, "t1", 10, time.Minute, nil)
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
 		j := jobs[0]

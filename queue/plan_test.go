@@ -44,10 +44,22 @@ func TestPickQueryStaysOnTheIndex(t *testing.T) {
 	_, err = s.db.ExecContext(ctx, `ANALYZE TABLE `+q.table)
 	require.NoError(t, err)
 
-	pick := `SELECT ` + claimColumns + ` FROM ` + q.table + ` WHERE status = ? AND next_run <= ? ORDER BY next_run, id LIMIT 50`
-	for _, status := range []int{StatusPending, StatusRetry, StatusSending} {
+	// The pick from the start of a status, and from a cursor (after the
+	// 1 000th due row of the pending backlog).
+	type pick struct {
+		status int
+		after  bool
+	}
+	for _, pk := range []pick{{StatusPending, false}, {StatusRetry, false}, {StatusSending, false}, {StatusPending, true}} {
+		status := pk.status
+		args := []any{status, now.UnixMilli()}
+		if pk.after {
+			var from dueKey
+			require.NoError(t, s.db.QueryRowContext(ctx, `SELECT next_run, id FROM `+q.table+` WHERE status = 0 ORDER BY next_run, id LIMIT 1 OFFSET 999`).Scan(&from.nextRun, &from.id))
+			args = append(args, from.nextRun, from.nextRun, from.id)
+		}
 		var plan string
-		require.NoError(t, s.db.QueryRowContext(ctx, `ANALYZE FORMAT=JSON `+pick, status, now.UnixMilli()).Scan(&plan))
+		require.NoError(t, s.db.QueryRowContext(ctx, `ANALYZE FORMAT=JSON `+q.pickSelect(pk.after), append(args, 50)...).Scan(&plan))
 		var p struct {
 			QueryBlock struct {
 				NestedLoop []struct {
@@ -94,7 +106,7 @@ func TestCompletionIsBoundedOnTheServer(t *testing.T) {
 	ctx := context.Background()
 	q := newQueue(t, s.db, Lane{}, nil)
 	id := enqueueN(t, q, 1)[0]
-	jobs, err := q.claim(ctx, "w.1", 1, time.Minute)
+	jobs, err := q.claim(ctx, "w.1", 1, time.Minute, nil)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 

@@ -67,6 +67,7 @@ const maxLastRule = 80
 // job is one claimed row: what a worker sends and the lease it holds.
 type job struct {
 	id             int64
+	nextRun        int64  // unix ms: when it was due (as claimed)
 	token          string // locked_by written by the claim
 	attempts       int    // the stored count plus the attempt this lease stands for
 	maxAttempts    int

@@ -106,6 +106,8 @@ type Worker struct {
 	abandon chan struct{}
 	// paused is the operator's pause as the claim loop last read it.
 	paused pauseWatch
+	// cursor is where the claim loop's last picks ended.
+	cursor cursor
 
 	stats struct {
 		sync.Mutex

@@ -192,18 +192,18 @@ func TestStaleCompletionIsRejected(t *testing.T) {
 		q := newQueue(t, s.db, Lane{}, clock)
 		id := enqueueN(t, q, 1)[0]
 
-		slow, err := q.claim(ctx, "slow.1", 10, time.Minute)
+		slow, err := q.claim(ctx, "slow.1", 10, time.Minute, nil)
 		require.NoError(t, err)
 		require.Len(t, slow, 1)
 
 		clock.Advance(time.Minute + time.Millisecond) // slow's lease has ended
-		none, err := q.claim(ctx, "fast.1", 10, time.Minute)
+		none, err := q.claim(ctx, "fast.1", 10, time.Minute, nil)
 		require.NoError(t, err)
 		require.Empty(t, none, "a claim never takes a sending row, expired or not")
 		rescued, _, err := q.rescue(ctx, 10, nil, time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, 1, rescued)
-		fast, err := q.claim(ctx, "fast.2", 10, time.Minute)
+		fast, err := q.claim(ctx, "fast.2", 10, time.Minute, nil)
 		require.NoError(t, err)
 		require.Len(t, fast, 1, "a rescued row is claimable again")
 		assert.Equal(t, 1, fast[0].attempts, "the lost lease's attempt was given back")
@@ -242,7 +242,7 @@ func TestFreshMailIsNotStarvedByRetries(t *testing.T) {
 		clock.Advance(time.Second)
 		fresh := enqueueN(t, q, 5)
 
-		jobs, err := q.claim(ctx, "t.1", 50, time.Minute)
+		jobs, err := q.claim(ctx, "t.1", 50, time.Minute, nil)
 		require.NoError(t, err)
 		require.Len(t, jobs, 50)
 		var got []int64
