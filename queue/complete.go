@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -59,8 +60,18 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 	var args []any
 	b.WriteString(`UPDATE ` + q.table + ` SET locked_by = '', locked_until = 0`)
 	// setCase appends "col = CASE id WHEN ? THEN ? ... ELSE col END" for
-	// the rows where include says the column changes.
+	// the rows where include says the column changes, or "col = ?" when it
+	// changes in every row to the same value (most columns of a batch that
+	// was simply sent: the statement is shorter, and the server evaluates
+	// no CASE for them).
 	setCase := func(col string, include func(u *rowUpdate) bool, value func(u *rowUpdate) any) {
+		if same := value(&ups[0]); include(&ups[0]) && !slices.ContainsFunc(ups[1:], func(u rowUpdate) bool {
+			return !include(&u) || value(&u) != same
+		}) {
+			b.WriteString(", " + col + " = ?")
+			args = append(args, same)
+			return
+		}
 		first := true
 		for i := range ups {
 			u := &ups[i]
