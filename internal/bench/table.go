@@ -64,7 +64,9 @@ func fillHistory(ctx context.Context, db *sql.DB, o *Options) error {
 	if err != nil {
 		return err
 	}
-	seed := min(o.History, 2000)
+	// Enqueue a seed (at most half, so that even a small history takes
+	// the copy below), then copy it until the table holds o.History.
+	seed := min(o.History, 2000, max(o.History/2, 1))
 	start := time.Now()
 	if err := inTx(ctx, db, func(tx *sql.Tx) error {
 		for i := range seed {
@@ -116,8 +118,26 @@ func fillHistory(ctx context.Context, db *sql.DB, o *Options) error {
 	return nil
 }
 
-// copyColumns lists the columns of table except id, for INSERT ... SELECT.
+// copyColumns lists the columns of table except id and the columns the
+// server computes (MySQL refuses a value for those), for INSERT ... SELECT.
 func copyColumns(ctx context.Context, db *sql.DB, table string) (string, error) {
+	if storeName(db) == "mysql" {
+		rows, err := db.QueryContext(ctx, `SELECT column_name FROM information_schema.columns
+  WHERE table_schema = DATABASE() AND table_name = ? AND column_name <> 'id' AND is_generated = 'NEVER' ORDER BY ordinal_position`, strings.Trim(table, "`"))
+		if err != nil {
+			return "", fmt.Errorf("bench: reading the columns of %s: %w", table, err)
+		}
+		defer rows.Close()
+		var cols []string
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				return "", err
+			}
+			cols = append(cols, c)
+		}
+		return strings.Join(cols, ", "), rows.Err()
+	}
 	rows, err := db.QueryContext(ctx, `SELECT * FROM `+table+` LIMIT 0`)
 	if err != nil {
 		return "", fmt.Errorf("bench: reading the columns of %s: %w", table, err)
