@@ -17,6 +17,9 @@ type dialect struct {
 	sqlite     bool
 	mariadb    bool // MariaDB rather than MySQL (only when !sqlite)
 	skipLocked bool // the server has SELECT ... FOR UPDATE SKIP LOCKED
+	// returning: INSERT ... RETURNING, with scalar subqueries in it
+	// (SQLite, MariaDB >= 10.5; not MySQL).
+	returning bool
 }
 
 // detectDialect tells the store behind db from its driver and, for MySQL,
@@ -24,7 +27,7 @@ type dialect struct {
 func detectDialect(ctx context.Context, db *sql.DB) (dialect, error) {
 	switch name := fmt.Sprintf("%T", db.Driver()); {
 	case strings.Contains(name, "sqlite"):
-		return dialect{sqlite: true}, nil
+		return dialect{sqlite: true, returning: true}, nil
 	case strings.Contains(name, "mysql"):
 		var version string
 		if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
@@ -43,6 +46,7 @@ func mysqlDialect(version string) dialect {
 	major, minor, patch := parseVersion(version)
 	if d.mariadb {
 		d.skipLocked = major > 10 || (major == 10 && minor >= 6)
+		d.returning = major > 10 || (major == 10 && minor >= 5)
 	} else {
 		d.skipLocked = major > 8 || (major == 8 && (minor > 0 || patch >= 1))
 	}

@@ -229,33 +229,52 @@ func (c *countingTx) QueryRowContext(ctx context.Context, query string, args ...
 	return c.Tx.QueryRowContext(ctx, query, args...)
 }
 
+func (c *countingTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	c.stmts = append(c.stmts, query)
+	return c.Tx.QueryContext(ctx, query, args...)
+}
+
+// onlyDBTX hides every method but DBTX's, as a caller's own wrapper might.
+type onlyDBTX struct{ DBTX }
+
 func TestEnqueueStatementsInTheCallersTx(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
 		big := Limit{N: 100, Per: time.Hour}
 		for _, c := range []struct {
-			name  string
-			lane  Lane
-			opts  []Option
-			stmts int
+			name      string
+			lane      Lane
+			opts      []Option
+			onlyDBTX  bool
+			stmts     int
+			rcptCount int // the recipient's count afterwards
 		}{
-			{"no limit, no key: the INSERT alone", Lane{RecipientLimit: NoLimit, IPLimit: NoLimit}, nil, 1},
-			{"IP limit but no client IP", Lane{RecipientLimit: NoLimit, IPLimit: big}, nil, 1},
-			{"two limits: one upsert, one read, the INSERT", Lane{RecipientLimit: big, IPLimit: big}, []Option{ClientIP("192.0.2.1")}, 3},
+			{"no limit, no key: the INSERT alone", Lane{RecipientLimit: NoLimit, IPLimit: NoLimit}, nil, false, 1, 0},
+			{"IP limit but no client IP", Lane{RecipientLimit: NoLimit, IPLimit: big}, nil, false, 1, 0},
+			{"two limits: one upsert returning the counts, the INSERT", Lane{RecipientLimit: big, IPLimit: big}, []Option{ClientIP("192.0.2.1")}, false, 2, 1},
+			// Without QueryContext (or on MySQL, which has no RETURNING),
+			// a read follows the upsert.
+			{"two limits through a bare DBTX: one upsert, one read, the INSERT", Lane{RecipientLimit: big, IPLimit: big}, []Option{ClientIP("192.0.2.1")}, true, 3, 2},
 		} {
 			q := newQueue(t, s.db, c.lane, nil)
 			tx, err := s.db.BeginTx(ctx, nil)
 			require.NoError(t, err)
 			ct := &countingTx{Tx: tx}
-			_, err = q.Enqueue(ctx, ct, testMessage("hal@example.com"), c.opts...)
+			var exec DBTX = ct
+			if c.onlyDBTX {
+				exec = onlyDBTX{ct}
+			}
+			_, err = q.Enqueue(ctx, exec, testMessage("hal@example.com"), c.opts...)
 			require.NoError(t, err, c.name)
 			require.NoError(t, tx.Commit())
 			assert.Len(t, ct.stmts, c.stmts, "%s: %q", c.name, ct.stmts)
+			if c.rcptCount > 0 {
+				// The counts are the ones the limits see.
+				var n int
+				require.NoError(t, s.db.QueryRow(`SELECT SUM(n) FROM `+DefaultTable+`_limits`).Scan(&n))
+				assert.Equal(t, 2*c.rcptCount, n, "%s: one recipient count and one IP count per enqueue", c.name)
+			}
 		}
-		// The counts are the ones the limits see.
-		var n int
-		require.NoError(t, s.db.QueryRow(`SELECT SUM(n) FROM `+DefaultTable+`_limits`).Scan(&n))
-		assert.Equal(t, 2, n, "one recipient count and one IP count")
 	})
 }
 

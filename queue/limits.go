@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -38,14 +39,17 @@ func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited
 //
 // Each limit is a sliding window approximated from two fixed windows (the
 // current one and the previous one weighted by how much of it still
-// overlaps the last Per). One upsert bumps the current window of every
-// limit that applies, and one read gets both windows of each: three
-// statements in all with the refusal's undo, however many limits apply. The
-// upsert locks the counter rows: concurrent enqueues for the same recipient
-// queue up on that lock instead of all passing a COUNT(*), a rolled-back
-// enqueue takes its count with it, and the undo of a refused (or failed)
-// enqueue cannot wait for a lock, so the caller's transaction needs no
-// savepoint to forget it.
+// overlaps the last Per). A limited subject has one counter row holding
+// both windows' counts (schema version 7). One upsert counts the enqueue in
+// every limit that applies, moving a row to the current window when its
+// window has passed, and, where the store has INSERT ... RETURNING
+// (SQLite, MariaDB), returns the counts; elsewhere (MySQL, or a DBTX
+// without QueryContext) one read of the same rows follows. The upsert
+// locks the counter rows and nothing else: concurrent enqueues for the same
+// recipient queue up on that lock instead of all passing a COUNT(*), a
+// rolled-back enqueue takes its count with it, and the undo of a refused
+// (or failed) enqueue cannot wait for a lock, so the caller's transaction
+// needs no savepoint to forget it.
 func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) (undo func() error, err error) {
 	type counted struct {
 		what      string
@@ -70,65 +74,78 @@ func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message
 		return nil, nil
 	}
 
-	var upsert, match strings.Builder
-	var upArgs, readArgs, undoArgs []any
-	upsert.WriteString(`INSERT INTO ` + q.limits + ` (lkey, window_start, n) VALUES `)
+	// A row still in this window (or, from a host whose clock is ahead, in
+	// a later one) counts one more; a row whose window has passed starts
+	// this one, keeping its count as the previous window's when that was
+	// the window just before. The assignments read the old row: SQLite
+	// evaluates them all on it, MySQL left to right, so window_start,
+	// which the others read, is assigned last.
+	var upsert strings.Builder
+	var args, keys []any
+	upsert.WriteString(`INSERT INTO ` + q.limits + ` (lkey, window_start, n, prev_n) VALUES `)
+	perOf := "CASE lkey"
+	var perArgs []any
 	for i, c := range cs {
 		if i > 0 {
 			upsert.WriteString(", ")
-			match.WriteString(" OR ")
 		}
-		upsert.WriteString("(?, ?, 1)")
-		match.WriteString("(lkey = ? AND window_start IN (?, ?))")
-		per := c.l.Per.Milliseconds()
-		upArgs = append(upArgs, c.key, c.window)
-		readArgs = append(readArgs, c.key, c.window, c.window-per)
+		upsert.WriteString("(?, ?, 1, 0)")
+		args = append(args, c.key, c.window)
+		keys = append(keys, c.key)
+		perOf += " WHEN ? THEN ?"
+		perArgs = append(perArgs, c.key, c.l.Per.Milliseconds())
 	}
+	perOf += " END"
+	newWindow, stored := "VALUES(window_start)", "window_start"
 	if q.d.sqlite {
-		upsert.WriteString(` ON CONFLICT (lkey, window_start) DO UPDATE SET n = n + 1`)
+		newWindow = "excluded.window_start"
+		upsert.WriteString(` ON CONFLICT (lkey) DO UPDATE SET`)
 	} else {
-		upsert.WriteString(` ON DUPLICATE KEY UPDATE n = n + 1`)
+		upsert.WriteString(` ON DUPLICATE KEY UPDATE`)
 	}
-	if _, err := exec.ExecContext(ctx, q.d.lockBounded(upsert.String(), q.lockWait), upArgs...); err != nil {
+	upsert.WriteString(` prev_n = CASE WHEN ` + newWindow + ` <= ` + stored + ` THEN prev_n WHEN ` + stored + ` = ` + newWindow + ` - (` + perOf + `) THEN n ELSE 0 END,
+  n = CASE WHEN ` + newWindow + ` <= ` + stored + ` THEN n + 1 ELSE 1 END,
+  window_start = CASE WHEN ` + newWindow + ` <= ` + stored + ` THEN ` + stored + ` ELSE ` + newWindow + ` END`)
+	args = append(args, perArgs...)
+
+	querier, returning := exec.(interface {
+		QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	})
+	returning = returning && q.d.returning
+	var counts map[string][2]int
+	if returning {
+		upsert.WriteString(` RETURNING lkey, n, prev_n`)
+		counts, err = readCounts(querier.QueryContext(ctx, q.d.lockBounded(upsert.String(), q.lockWait), args...))
+	} else {
+		_, err = exec.ExecContext(ctx, q.d.lockBounded(upsert.String(), q.lockWait), args...)
+	}
+	if err != nil {
 		if lerr := q.lockError(err); lerr != err {
 			return nil, lerr
 		}
 		return nil, fmt.Errorf("queue: enqueue: counting the %s limit: %w", cs[0].what, err)
 	}
+	in := "lkey IN (" + placeholders(len(keys)) + ")"
 	undo = func() error {
-		var where strings.Builder
-		undoArgs = undoArgs[:0]
-		for i, c := range cs {
-			if i > 0 {
-				where.WriteString(" OR ")
-			}
-			where.WriteString("(lkey = ? AND window_start = ?)")
-			undoArgs = append(undoArgs, c.key, c.window)
-		}
-		_, err := exec.ExecContext(context.WithoutCancel(ctx), `UPDATE `+q.limits+` SET n = n - 1 WHERE `+where.String(), undoArgs...)
+		_, err := exec.ExecContext(context.WithoutCancel(ctx), `UPDATE `+q.limits+` SET n = n - 1 WHERE `+in, keys...)
 		if err != nil {
 			return fmt.Errorf("queue: enqueue: taking back the rate-limit counts (roll the transaction back): %w", err)
 		}
 		return nil
 	}
-
-	// Our own upsert is visible to us; the previous window no longer
-	// changes. One row: the current and previous count of each limit.
-	var read strings.Builder
-	var sumArgs []any
-	read.WriteString("SELECT ")
-	dst := make([]any, 0, 2*len(cs))
-	for i, c := range cs {
-		if i > 0 {
-			read.WriteString(", ")
+	if !returning {
+		// Our own upsert is visible to us, and the rows are ours until
+		// the transaction ends.
+		if counts, err = q.readCountRow(ctx, exec, keys); err != nil {
+			return nil, errors.Join(fmt.Errorf("queue: enqueue: reading the rate-limit counters: %w", err), undo())
 		}
-		read.WriteString("COALESCE(SUM(CASE WHEN lkey = ? AND window_start = ? THEN n END), 0), COALESCE(SUM(CASE WHEN lkey = ? AND window_start = ? THEN n END), 0)")
-		sumArgs = append(sumArgs, c.key, c.window, c.key, c.window-c.l.Per.Milliseconds())
-		dst = append(dst, &c.cur, &c.prev)
 	}
-	read.WriteString(" FROM " + q.limits + " WHERE " + match.String())
-	if err := exec.QueryRowContext(ctx, read.String(), append(sumArgs, readArgs...)...).Scan(dst...); err != nil {
-		return nil, errors.Join(fmt.Errorf("queue: enqueue: reading the rate-limit counters: %w", err), undo())
+	for _, c := range cs {
+		got, ok := counts[c.key]
+		if !ok {
+			return nil, errors.Join(fmt.Errorf("queue: enqueue: the %s limit's counter was not returned", c.what), undo())
+		}
+		c.cur, c.prev = got[0], got[1]
 	}
 	for _, c := range cs {
 		per := c.l.Per.Milliseconds()
@@ -147,6 +164,55 @@ func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message
 		return nil, refused
 	}
 	return undo, nil
+}
+
+// readCounts collects the rows of "lkey, n, prev_n": each counter's current
+// and previous window's counts by key.
+func readCounts(rows *sql.Rows, err error) (map[string][2]int, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	counts := map[string][2]int{}
+	for rows.Next() {
+		var key string
+		var cur, prev int
+		if err := rows.Scan(&key, &cur, &prev); err != nil {
+			return nil, err
+		}
+		counts[key] = [2]int{cur, prev}
+	}
+	return counts, rows.Err()
+}
+
+// readCountRow reads the counters of keys through a DBTX, which only has
+// QueryRowContext: in one row, each key's n (-1 when it has no row) and
+// prev_n.
+func (q *Queue) readCountRow(ctx context.Context, exec DBTX, keys []any) (map[string][2]int, error) {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	var args []any
+	vals := make([][2]int, len(keys))
+	dst := make([]any, 0, 2*len(keys))
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("COALESCE(MAX(CASE WHEN lkey = ? THEN n END), -1), COALESCE(MAX(CASE WHEN lkey = ? THEN prev_n END), 0)")
+		args = append(args, k, k)
+		dst = append(dst, &vals[i][0], &vals[i][1])
+	}
+	b.WriteString(" FROM " + q.limits + " WHERE lkey IN (" + placeholders(len(keys)) + ")")
+	if err := exec.QueryRowContext(ctx, b.String(), append(args, keys...)...).Scan(dst...); err != nil {
+		return nil, err
+	}
+	counts := map[string][2]int{}
+	for i, k := range keys {
+		if vals[i][0] >= 0 {
+			counts[k.(string)] = vals[i]
+		}
+	}
+	return counts, nil
 }
 
 // limitRetryAfter estimates when one more enqueue will fit: cur counts the

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -85,4 +86,63 @@ func TestPartialLimitIsAnError(t *testing.T) {
 		assert.Contains(t, err.Error(), "limit")
 		assert.False(t, errors.Is(err, ErrRateLimited))
 	}
+}
+
+// TestRateLimitWeighsThePreviousWindow: 12 minutes into a new window, the
+// previous hour's 10 mails still count for 8 (the sliding window), so a
+// limit of 10 lets only two more through, with the counts read back from
+// the upsert itself or by a read after it (a caller's DBTX without
+// QueryContext, and MySQL).
+func TestRateLimitWeighsThePreviousWindow(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		for _, bare := range []bool{false, true} {
+			clock := newManualClock()
+			q := newQueue(t, s.db, Lane{RecipientLimit: Limit{N: 10, Per: time.Hour}, IPLimit: NoLimit}, clock)
+			var exec DBTX = s.db
+			if bare {
+				exec = onlyDBTX{s.db}
+			}
+			addr := fmt.Sprintf("prev-%v@example.com", bare)
+			for range 10 {
+				_, err := q.Enqueue(ctx, exec, testMessage(addr))
+				require.NoError(t, err)
+			}
+			_, err := q.Enqueue(ctx, exec, testMessage(addr))
+			require.ErrorIs(t, err, ErrRateLimited, "bare DBTX %v: the window is full", bare)
+
+			per := time.Hour.Milliseconds()
+			now := clock.Now().UnixMilli()
+			clock.Advance(time.Duration((now/per+1)*per+12*time.Minute.Milliseconds()-now) * time.Millisecond)
+			for i := range 2 {
+				_, err := q.Enqueue(ctx, exec, testMessage(addr))
+				require.NoError(t, err, "bare DBTX %v: mail %d of the new window", bare, i+1)
+			}
+			_, err = q.Enqueue(ctx, exec, testMessage(addr))
+			require.ErrorIs(t, err, ErrRateLimited, "bare DBTX %v: 10 x 0.8 + 3 > 10", bare)
+		}
+	})
+}
+
+// TestRateLimitAcrossSkewedClocks: an application host whose clock is an
+// hour ahead moves the recipient's counter into its window first; a host
+// still in the window before counts into the same counter rather than
+// resetting it, so the two hosts together never pass the limit.
+func TestRateLimitAcrossSkewedClocks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		lane := Lane{RecipientLimit: Limit{N: 2, Per: time.Hour}, IPLimit: NoLimit}
+		behind, ahead := newManualClock(), newManualClock()
+		ahead.Advance(time.Hour)
+		qBehind := newQueue(t, s.db, lane, behind)
+		qAhead := newQueue(t, s.db, lane, ahead)
+		_, err := qAhead.Enqueue(ctx, s.db, testMessage("skew@example.com"))
+		require.NoError(t, err)
+		_, err = qBehind.Enqueue(ctx, s.db, testMessage("skew@example.com"))
+		require.NoError(t, err)
+		for _, q := range []*Queue{qBehind, qAhead} {
+			_, err = q.Enqueue(ctx, s.db, testMessage("skew@example.com"))
+			require.ErrorIs(t, err, ErrRateLimited)
+		}
+	})
 }

@@ -214,6 +214,33 @@ var migrations = []migration{{
 	version: 6,
 	mysql:   []string{`ALTER TABLE %[1]s MODIFY provider_id CHAR(255) CHARACTER SET ascii NOT NULL DEFAULT ''`},
 	sqlite:  nil, // SQLite rewrites the row whatever the column type
+}, {
+	// Version 7: one rate-limit counter row per limited subject, holding
+	// its current window's count and the previous window's, so that one
+	// upsert both counts an enqueue and returns what the limit needs (see
+	// limits.go); before, a row per subject and window, read back by a
+	// second statement. Counters are short-lived: the old table's are
+	// dropped, so every limit starts a fresh window at the upgrade.
+	version: 7,
+	mysql: []string{
+		`DROP TABLE IF EXISTS %[2]s`,
+		`CREATE TABLE %[2]s (
+  lkey         CHAR(64) CHARACTER SET ascii NOT NULL COMMENT 'sha256 of the limit and its subject',
+  window_start BIGINT NOT NULL COMMENT 'unix ms: start of the window n counts',
+  n            INT NOT NULL COMMENT 'enqueues counted in that window',
+  prev_n       INT NOT NULL DEFAULT 0 COMMENT 'enqueues counted in the window before it',
+  PRIMARY KEY (lkey),
+  KEY idx_window (window_start)
+) ENGINE=InnoDB`},
+	sqlite: []string{
+		`DROP TABLE IF EXISTS %[2]s`,
+		`CREATE TABLE %[2]s (
+  lkey         TEXT NOT NULL PRIMARY KEY,
+  window_start INTEGER NOT NULL,
+  n            INTEGER NOT NULL,
+  prev_n       INTEGER NOT NULL DEFAULT 0
+)`,
+		`CREATE INDEX IF NOT EXISTS "%[3]s_limits_idx_window" ON %[2]s (window_start)`},
 }}
 
 // SchemaVersion is the schema version Migrate brings a lane table to.
