@@ -101,6 +101,8 @@ func isolateSuspects(jobs []*job) []*job {
 // claimer held it, a row whose lease ended. So a pick that comes back short
 // also picks from the start, and every fullPickEvery the pick starts from
 // the start anyway: such a row waits at most that long behind a backlog.
+// The cursor is kept only while picks come back full (a backlog): on a
+// shallow queue every pick starts at the front, one statement as before.
 type cursor struct {
 	at     map[int]dueKey // per status
 	fullAt time.Time      // the last pick from the start of every status
@@ -147,15 +149,17 @@ func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, n
 			}
 		}
 	}
-	if len(jobs) > 0 {
-		last := dueKey{}
-		for _, j := range jobs {
-			if k := (dueKey{j.nextRun, j.id}); k.nextRun > last.nextRun || (k.nextRun == last.nextRun && k.id > last.id) {
-				last = k
-			}
-		}
-		cur.at[status] = last
+	if len(jobs) < limit {
+		delete(cur.at, status)
+		return jobs, nil
 	}
+	last := dueKey{}
+	for _, j := range jobs {
+		if k := (dueKey{j.nextRun, j.id}); k.nextRun > last.nextRun || (k.nextRun == last.nextRun && k.id > last.id) {
+			last = k
+		}
+	}
+	cur.at[status] = last
 	return jobs, nil
 }
 

@@ -156,11 +156,14 @@ func (w *supervised) current() *process {
 // has exited; it returns the process.
 func (w *supervised) kill(sig syscall.Signal) *process {
 	w.t.Helper()
-	started := func() bool {
-		return strings.Count(w.log(), "worker starting") >= len(w.processes())
+	var p *process
+	for p == nil {
+		waitProgress(w.t, w.name+" starting", 30*time.Second, func() int64 { return int64(len(w.processes())) }, w.started)
+		// A restart may have come in between: then wait for that one.
+		if cur := w.current(); w.started() && cur == w.current() {
+			p = cur
+		}
 	}
-	waitProgress(w.t, w.name+" starting", 30*time.Second, func() int64 { return int64(len(w.processes())) }, started)
-	p := w.current()
 	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		w.t.Fatalf("signalling %s: %v", w.name, err)
 	}
@@ -172,13 +175,27 @@ func (w *supervised) kill(sig syscall.Signal) *process {
 	return p
 }
 
-// stop stops restarting, sends SIGTERM and waits for the slot to end (then
-// SIGKILL after grace).
+// started reports whether the last process started has started its worker:
+// it then has its signal handlers (before, SIGTERM would kill it like
+// SIGKILL) and may hold rows.
+func (w *supervised) started() bool {
+	return strings.Count(w.log(), "worker starting") >= len(w.processes())
+}
+
+// stop stops restarting, sends SIGTERM once the last process has started
+// (or ended) and waits for the slot to end (then SIGKILL after grace).
 func (w *supervised) stop(grace time.Duration) {
 	w.mu.Lock()
 	w.stopping = true
 	p := w.cur
 	w.mu.Unlock()
+	for deadline := time.Now().Add(grace); !w.started() && time.Now().Before(deadline); {
+		select {
+		case <-w.done:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	select {
 	case <-w.done:
 		return
