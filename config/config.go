@@ -5,6 +5,12 @@
 //	cfg, err := config.Load("mailspool.toml", "")
 //	db, err := cfg.Open()
 //	err = config.Run(ctx, db, cfg.Lanes, nil) // until ctx ends or a worker stops
+//
+// The package links the MySQL driver but not SQLite's: a program that opens
+// sqlite: databases (the default, DefaultDatabase) imports the driver
+// itself, as the mailspool command does:
+//
+//	import _ "modernc.org/sqlite"
 package config
 
 import (
