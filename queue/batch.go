@@ -181,6 +181,7 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	start := time.Now()
 	receipt, err := w.tr.Send(ctx, &j.msg)
 	took := time.Since(start)
+	w.timeSend(took)
 	kind := transport.KindOf(err)
 	now := w.q.clock.Now()
 	streak, recovered := w.brk.record(laneFailure(kind, err), now)

@@ -21,7 +21,12 @@ type WorkerOptions struct {
 	// ID names the worker in locked_by and logs (default host-pid-random).
 	// At most 20 bytes.
 	ID string
-	// Batch is the most rows one claim takes (default 50).
+	// Batch is the most rows one claim takes (default 200). A claim takes
+	// fewer while sends are slow: about as many as Concurrency sends can
+	// start within a second at the send time measured so far (never fewer
+	// than Concurrency), so that rows wait in a worker that cannot start
+	// them soon no longer than that. Only a fast transport (a relay on the
+	// same network) fills a batch of 200.
 	Batch int
 	// Concurrency is the most sends in flight at once (default 8).
 	Concurrency int
@@ -108,6 +113,9 @@ type Worker struct {
 	paused pauseWatch
 	// cursor is where the claim loop's last picks ended.
 	cursor cursor
+	// sendTime is the moving average of a send's duration (ns; 0 before
+	// the first send): claimLimit sizes claims by it.
+	sendTime atomic.Int64
 
 	stats struct {
 		sync.Mutex
@@ -146,7 +154,7 @@ func (o *WorkerOptions) setDefaults() error {
 		return fmt.Errorf("queue: worker id %q is longer than 20 bytes", o.ID)
 	}
 	if o.Batch == 0 {
-		o.Batch = 50
+		o.Batch = 200
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 8
@@ -261,7 +269,7 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 			w.log.Info("recycling after max messages", "processed", processed)
 			return nil
 		}
-		limit := w.opts.Batch
+		limit := w.claimLimit()
 		if w.opts.MaxMessages > 0 {
 			limit = min(limit, w.opts.MaxMessages-processed)
 		}
@@ -314,6 +322,38 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 		}
 	}
 	return nil
+}
+
+// claimHorizon: a claim takes about as many rows as the worker can start
+// sending within this long.
+const claimHorizon = time.Second
+
+// claimLimit is the size of the next claim: what Concurrency sends start
+// within claimHorizon at the average send time, between Concurrency and
+// Batch; twice Concurrency until a send has been timed.
+func (w *Worker) claimLimit() int {
+	batch, c := w.opts.Batch, w.opts.Concurrency
+	t := w.sendTime.Load()
+	if t <= 0 {
+		return min(batch, 2*c)
+	}
+	n := int64(c) * int64(claimHorizon) / t
+	return int(max(min(n, int64(batch)), int64(min(c, batch))))
+}
+
+// timeSend adds a send's duration to the moving average claimLimit reads
+// (weight 1/8: a change of pace shows within a few batches).
+func (w *Worker) timeSend(d time.Duration) {
+	for {
+		old := w.sendTime.Load()
+		next := max(int64(d), 1)
+		if old > 0 {
+			next = max(old+(next-old)/8, 1)
+		}
+		if w.sendTime.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // finish waits for the batches in flight to be recorded: their sends may

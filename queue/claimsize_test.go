@@ -1,0 +1,78 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClaimLimitFollowsTheSendTime: a claim takes what the worker's sends
+// can start within claimHorizon, between Concurrency and Batch.
+func TestClaimLimitFollowsTheSendTime(t *testing.T) {
+	for _, c := range []struct {
+		batch, concurrency int
+		sendTime           time.Duration // 0: nothing timed yet
+		want               int
+	}{
+		{200, 8, 0, 16},                      // twice Concurrency to start with
+		{200, 8, time.Millisecond, 200},      // a fast relay fills the batch
+		{200, 8, 200 * time.Millisecond, 40}, // 8 sends x 5 a second
+		{200, 8, 10 * time.Second, 8},        // never below Concurrency
+		{5, 8, 10 * time.Second, 5},          // nor above Batch
+		{5, 8, 0, 5},
+	} {
+		w := &Worker{opts: WorkerOptions{Batch: c.batch, Concurrency: c.concurrency}}
+		if c.sendTime > 0 {
+			w.timeSend(c.sendTime)
+		}
+		assert.Equal(t, c.want, w.claimLimit(), "batch %d, concurrency %d, sends of %v", c.batch, c.concurrency, c.sendTime)
+	}
+
+	// The average moves an eighth of the way to each new send time.
+	w := &Worker{opts: WorkerOptions{Batch: 200, Concurrency: 8}}
+	w.timeSend(800 * time.Millisecond)
+	w.timeSend(160 * time.Millisecond)
+	assert.Equal(t, int64(720*time.Millisecond), w.sendTime.Load())
+}
+
+// TestSlowSendsClaimSmallBatches: with sends of 250 ms and 2 at once, a
+// worker holds no more than it can start within about a second (8 rows)
+// once it has timed a send, however large Batch is, and still sends
+// everything.
+func TestSlowSendsClaimSmallBatches(t *testing.T) {
+	t.Parallel()
+	s := newSQLiteStore(t)
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	enqueueN(t, q, 30)
+	tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+		time.Sleep(250 * time.Millisecond)
+		return transport.Receipt{MessageID: m.MessageID}, nil
+	})
+	var mu sync.Mutex
+	var claims []int
+	obs := &Observer{ClaimFunc: func(e ClaimEvent) {
+		if e.Rows > 0 {
+			mu.Lock()
+			claims = append(claims, e.Rows)
+			mu.Unlock()
+		}
+	}}
+	w, err := NewWorker(q, tr, &WorkerOptions{Batch: 200, Concurrency: 2, MaxMessages: 30, PollInterval: 10 * time.Millisecond,
+		CleanupInterval: -1, Observer: obs, Logger: quietLogger()})
+	require.NoError(t, err)
+	require.NoError(t, w.Run(context.Background()))
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, claims)
+	assert.Equal(t, 4, claims[0], "twice Concurrency before any send is timed")
+	for i, n := range claims[1:] {
+		assert.LessOrEqual(t, n, 8, "claim %d of %v", i+2, claims)
+	}
+	assert.Equal(t, int64(30), w.Stats().Sent)
+}
