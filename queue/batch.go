@@ -56,6 +56,13 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 		sending int
 	)
 	policy := w.q.lane.Retry
+	// Rows that cannot start within startWait of the claim (the provider
+	// slowed down after the claim was sized) are given back, so that the
+	// claim loop never waits on a long batch and another worker with a
+	// free sender can take them.
+	late := time.NewTimer(startWait)
+	defer late.Stop()
+	tooLate := false
 	for _, j := range jobs {
 		now := w.q.clock.Now()
 		if j.notAfter != 0 && now.UnixMilli() > j.notAfter {
@@ -64,10 +71,14 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 			continue
 		}
 		acquired := false
-		select {
-		case w.slots <- struct{}{}:
-			acquired = true
-		case <-ctx.Done():
+		if !tooLate {
+			select {
+			case w.slots <- struct{}{}:
+				acquired = true
+			case <-ctx.Done():
+			case <-late.C:
+				tooLate = true
+			}
 		}
 		if open, until := w.brk.open(w.q.clock.Now()); open || !acquired || ctx.Err() != nil {
 			if acquired {

@@ -76,3 +76,48 @@ func TestSlowSendsClaimSmallBatches(t *testing.T) {
 	}
 	assert.Equal(t, int64(30), w.Stats().Sent)
 }
+
+// TestRowsThatCannotStartSoonGoBack: a claim sized while sends were fast
+// (12 rows) meets a provider that now takes half a second per mail, one
+// at a time: the rows that could not start within startWait are given back,
+// unsent and with no attempt spent, and are sent later, each once.
+func TestRowsThatCannotStartSoonGoBack(t *testing.T) {
+	t.Parallel()
+	s := newSQLiteStore(t)
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	enqueueN(t, q, 12)
+	tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+		time.Sleep(500 * time.Millisecond)
+		return transport.Receipt{MessageID: m.MessageID}, nil
+	})
+	var mu sync.Mutex
+	var claims []int
+	obs := &Observer{ClaimFunc: func(e ClaimEvent) {
+		if e.Rows > 0 {
+			mu.Lock()
+			claims = append(claims, e.Rows)
+			mu.Unlock()
+		}
+	}}
+	w, err := NewWorker(q, tr, &WorkerOptions{Batch: 12, Concurrency: 1, PollInterval: 10 * time.Millisecond,
+		CleanupInterval: -1, Observer: obs, Logger: quietLogger()})
+	require.NoError(t, err)
+	w.timeSend(time.Microsecond) // sends were fast when the first claim was sized
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); assert.NoError(t, w.Run(ctx)) }()
+	waitProgress(t, "sent", 20*time.Second, 12, func() int { return int(w.Stats().Sent) })
+	cancel()
+	<-done
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, claims)
+	assert.Equal(t, 12, claims[0], "the first claim takes the whole batch")
+	assert.GreaterOrEqual(t, w.Stats().Released, int64(6), "rows that could not start within %v went back", startWait)
+	for id, n := range tr.sends {
+		assert.Equal(t, 1, n, "mail %s sent once", id)
+	}
+	assert.Len(t, tr.sends, 12)
+	assert.Equal(t, 12, countRows(t, s.db, q.table, "status = 2"))
+}

@@ -176,14 +176,14 @@ func domainOf(addr string) string {
 
 // ClaimInterval is the longest a worker with these options may go between
 // two ClaimEvents while it works normally: a turn waits while two batches
-// are out, and a batch is out while its sends run (SendTimeout per round
-// of Concurrency) and, when the database fails, while its outcomes are
-// retried (up to FailAfter, when Run gives up by itself); a failing claim
-// backs off up to 30 s. A breaker pause (BreakerEvent) comes on top.
+// are out, and a batch is out while its rows start (the rows not started
+// within 2 s are given back) and its sends run (up to SendTimeout) and,
+// when the database fails, while its outcomes are retried (up to
+// FailAfter, when Run gives up by itself); a failing claim backs off up to
+// 30 s. A breaker pause (BreakerEvent) comes on top.
 // Health checks use it as their bound: a claim loop silent for longer is
 // wedged.
 func (o WorkerOptions) ClaimInterval() time.Duration {
 	_ = o.setDefaults() // o is a copy; a bad value is NewWorker's to report
-	rounds := (o.Batch + o.Concurrency - 1) / o.Concurrency
-	return max(2*time.Duration(rounds)*o.SendTimeout, o.FailAfter) + maxClaimBackoff + o.PollInterval
+	return max(2*(startWait+o.SendTimeout), o.FailAfter) + maxClaimBackoff + o.PollInterval
 }

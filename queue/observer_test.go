@@ -28,10 +28,13 @@ func TestDomainOf(t *testing.T) {
 }
 
 func TestClaimInterval(t *testing.T) {
-	// Defaults: batch 50, concurrency 8 → 7 rounds of 30 s, for two
-	// batches, beats FailAfter (5m); plus the claim backoff and the poll.
-	assert.Equal(t, 7*time.Minute+32*time.Second, WorkerOptions{}.ClaimInterval())
-	assert.Equal(t, 5*time.Minute+32*time.Second, WorkerOptions{Batch: 8, SendTimeout: time.Second}.ClaimInterval(), "FailAfter bounds a batch whose outcomes wait for the database")
+	// Defaults: two batches of 2 s to start their rows plus a 30 s send
+	// each stay under FailAfter (5m), which bounds a batch whose outcomes
+	// wait for the database; plus the claim backoff and the poll. The
+	// batch size no longer matters: rows not started in 2 s go back.
+	assert.Equal(t, 5*time.Minute+32*time.Second, WorkerOptions{}.ClaimInterval())
+	assert.Equal(t, 5*time.Minute+32*time.Second, WorkerOptions{Batch: 500, Concurrency: 1}.ClaimInterval())
+	assert.Equal(t, 2*(2*time.Second+5*time.Minute)+32*time.Second, WorkerOptions{SendTimeout: 5 * time.Minute}.ClaimInterval(), "slow sends bound it")
 }
 
 func TestRedactAddresses(t *testing.T) {

@@ -93,7 +93,7 @@ func TestRowLocksOnOtherRowsResendNothing(t *testing.T) {
 func q(t *testing.T, s store) *Queue { return newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil) }
 
 // runThroughPause enqueues 40 mails, lets one worker claim them all (sends
-// take 1s, 8 at a time), pauses the store with pauseFunc for pause while a
+// take 1s, all 40 at once), pauses the store with pauseFunc for pause while a
 // second worker runs, and checks that each mail was sent and recorded once.
 // It returns how often writing outcomes failed.
 func runThroughPause(t *testing.T, s store, pause time.Duration, pauseFunc func() (resume func())) (failedWrites int) {
@@ -115,7 +115,7 @@ func runThroughPause(t *testing.T, s store, pause time.Duration, pauseFunc func(
 	defer wg.Wait() // even when the test fails early: no worker outlives it
 	defer cancel()
 	start := func(id string) *Worker {
-		w, err := NewWorker(q(t, s), tr, &WorkerOptions{ID: id, Batch: 40, Concurrency: 8, LeaseMargin: 3 * time.Second,
+		w, err := NewWorker(q(t, s), tr, &WorkerOptions{ID: id, Batch: 40, Concurrency: 40, LeaseMargin: 3 * time.Second,
 			RescueInterval: 200 * time.Millisecond, PollInterval: 100 * time.Millisecond, CleanupInterval: -1, Logger: problems.logger()})
 		require.NoError(t, err)
 		wg.Add(1)

@@ -325,8 +325,12 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 }
 
 // claimHorizon: a claim takes about as many rows as the worker can start
-// sending within this long.
-const claimHorizon = time.Second
+// sending within this long; the rows of a claim not started within
+// startWait are given back.
+const (
+	claimHorizon = time.Second
+	startWait    = 2 * claimHorizon
+)
 
 // claimLimit is the size of the next claim: what Concurrency sends start
 // within claimHorizon at the average send time, between Concurrency and
