@@ -46,29 +46,14 @@ func TestClaimLimitFollowsTheSendTime(t *testing.T) {
 // everything.
 func TestSlowSendsClaimSmallBatches(t *testing.T) {
 	t.Parallel()
-	s := newSQLiteStore(t)
-	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
-	enqueueN(t, q, 30)
-	tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
-		time.Sleep(250 * time.Millisecond)
-		return transport.Receipt{MessageID: m.MessageID}, nil
-	})
-	var mu sync.Mutex
-	var claims []int
-	obs := &Observer{ClaimFunc: func(e ClaimEvent) {
-		if e.Rows > 0 {
-			mu.Lock()
-			claims = append(claims, e.Rows)
-			mu.Unlock()
-		}
-	}}
+	_, q, tr, rec := slowSetup(t, 30, 250*time.Millisecond)
+	obs := rec.observer()
 	w, err := NewWorker(q, tr, &WorkerOptions{Batch: 200, Concurrency: 2, MaxMessages: 30, PollInterval: 10 * time.Millisecond,
 		CleanupInterval: -1, Observer: obs, Logger: quietLogger()})
 	require.NoError(t, err)
 	require.NoError(t, w.Run(context.Background()))
 
-	mu.Lock()
-	defer mu.Unlock()
+	claims := rec.sizes()
 	require.NotEmpty(t, claims)
 	assert.Equal(t, 4, claims[0], "twice Concurrency before any send is timed")
 	for i, n := range claims[1:] {
@@ -83,22 +68,8 @@ func TestSlowSendsClaimSmallBatches(t *testing.T) {
 // unsent and with no attempt spent, and are sent later, each once.
 func TestRowsThatCannotStartSoonGoBack(t *testing.T) {
 	t.Parallel()
-	s := newSQLiteStore(t)
-	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
-	enqueueN(t, q, 12)
-	tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
-		time.Sleep(500 * time.Millisecond)
-		return transport.Receipt{MessageID: m.MessageID}, nil
-	})
-	var mu sync.Mutex
-	var claims []int
-	obs := &Observer{ClaimFunc: func(e ClaimEvent) {
-		if e.Rows > 0 {
-			mu.Lock()
-			claims = append(claims, e.Rows)
-			mu.Unlock()
-		}
-	}}
+	s, q, tr, rec := slowSetup(t, 12, 500*time.Millisecond)
+	obs := rec.observer()
 	w, err := NewWorker(q, tr, &WorkerOptions{Batch: 12, Concurrency: 1, PollInterval: 10 * time.Millisecond,
 		CleanupInterval: -1, Observer: obs, Logger: quietLogger()})
 	require.NoError(t, err)
@@ -110,8 +81,7 @@ func TestRowsThatCannotStartSoonGoBack(t *testing.T) {
 	cancel()
 	<-done
 
-	mu.Lock()
-	defer mu.Unlock()
+	claims := rec.sizes()
 	require.NotEmpty(t, claims)
 	assert.Equal(t, 12, claims[0], "the first claim takes the whole batch")
 	assert.GreaterOrEqual(t, w.Stats().Released, int64(6), "rows that could not start within %v went back", startWait)
@@ -120,4 +90,38 @@ func TestRowsThatCannotStartSoonGoBack(t *testing.T) {
 	}
 	assert.Len(t, tr.sends, 12)
 	assert.Equal(t, 12, countRows(t, s.db, q.table, "status = 2"))
+}
+
+// slowSetup enqueues n mails on SQLite behind a transport whose every send
+// takes d, and records the size of each claim that took rows.
+func slowSetup(t *testing.T, n int, d time.Duration) (store, *Queue, *funcTransport, *claimRecorder) {
+	s := newSQLiteStore(t)
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	enqueueN(t, q, n)
+	tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+		time.Sleep(d)
+		return transport.Receipt{MessageID: m.MessageID}, nil
+	})
+	return s, q, tr, &claimRecorder{}
+}
+
+type claimRecorder struct {
+	mu     sync.Mutex
+	claims []int
+}
+
+func (r *claimRecorder) observer() *Observer {
+	return &Observer{ClaimFunc: func(e ClaimEvent) {
+		if e.Rows > 0 {
+			r.mu.Lock()
+			r.claims = append(r.claims, e.Rows)
+			r.mu.Unlock()
+		}
+	}}
+}
+
+func (r *claimRecorder) sizes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.claims...)
 }
