@@ -51,21 +51,40 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		return nil, tx.Commit()
 	}
 	leaseEnd := now + lease.Milliseconds()
-	args := []any{token, leaseEnd, leaseEnd}
 	for _, j := range jobs {
-		args = append(args, j.id)
 		j.token = token
 		j.attempts++
 	}
-	stmt := `UPDATE ` + q.table + ` SET status = ` + strconv.Itoa(StatusSending) + `, locked_by = ?, locked_until = ?, next_run = ?
-  WHERE id IN (` + placeholders(len(jobs)) + `)`
-	if _, err := tx.ExecContext(ctx, q.d.bounded(stmt), args...); err != nil {
+	if err := q.markSending(ctx, tx, jobs, token, leaseEnd); err != nil {
 		return nil, fmt.Errorf("queue: claim: marking rows sending: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("queue: claim: commit: %w", err)
 	}
 	return jobs, nil
+}
+
+// markSending leases the picked rows to token until leaseEnd. On MySQL it
+// is one statement. On SQLite it is one short statement per row, parsed
+// once: an IN list of a different length each claim would be parsed anew
+// each time, and parsing costs SQLite more than running the statement.
+func (q *Queue) markSending(ctx context.Context, tx *sql.Tx, jobs []*job, token string, leaseEnd int64) error {
+	set := `UPDATE ` + q.table + ` SET status = ` + strconv.Itoa(StatusSending) + `, locked_by = ?, locked_until = ?, next_run = ?`
+	if q.d.sqlite {
+		db := reusing(tx)
+		for _, j := range jobs {
+			if _, err := db.ExecContext(ctx, set+` WHERE id = ?`, token, leaseEnd, leaseEnd, j.id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	args := []any{token, leaseEnd, leaseEnd}
+	for _, j := range jobs {
+		args = append(args, j.id)
+	}
+	_, err := tx.ExecContext(ctx, q.d.bounded(set+` WHERE id IN (`+placeholders(len(jobs))+`)`), args...)
+	return err
 }
 
 // isolateSuspects cuts a claim so that a row which was in a lease that

@@ -121,8 +121,10 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 	return int(n), nil
 }
 
-// writeEach writes ups with one statement per row.
+// writeEach writes ups with one statement per row, each statement text
+// parsed once (reusing).
 func (q *Queue) writeEach(ctx context.Context, db execer, ups []rowUpdate, fence string, fenceArgs []any) (int, error) {
+	db = reusing(db)
 	applied := 0
 	for _, u := range ups {
 		set := `status = ?, attempts = ?, crashes = ?, next_run = ?, maybe_delivered = ?, locked_by = '', locked_until = 0`

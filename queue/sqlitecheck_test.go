@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,4 +52,27 @@ func TestTableNamesNeverCollide(t *testing.T) {
 	}
 	err := Migrate(context.Background(), db, "t_a", "T_A")
 	assert.ErrorContains(t, err, "are the same table")
+}
+
+// TestWorkerOnOneSQLiteConnection: a handle limited to one connection
+// (SetMaxOpenConns(1), common advice for SQLite) drains its queue. The
+// worker must never need a second connection while its transaction holds
+// the only one, as preparing a statement on the *sql.DB would.
+func TestWorkerOnOneSQLiteConnection(t *testing.T) {
+	s := newSQLiteStore(t)
+	s.db.SetMaxOpenConns(1)
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	const n = 600
+	enqueueN(t, q, n)
+	tr := newFuncTransport(nil)
+	w, err := NewWorker(q, tr, &WorkerOptions{Batch: 100, Concurrency: 8, PollInterval: 10 * time.Millisecond, Logger: quietLogger()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	waitProgress(t, "drain on one connection", 20*time.Second, n, func() int { return int(w.Stats().Sent) })
+	cancel()
+	require.NoError(t, <-done)
+	assert.Len(t, tr.sends, n)
+	assert.Equal(t, n, countRows(t, s.db, q.table, "status = 2 AND locked_by = ''"))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/internal/bench"
@@ -30,6 +31,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&o.Stall, "stall", bench.DefaultStall, "give up when no mail was delivered for this long; what is undelivered then is lost")
 	asJSON := fs.Bool("json", false, "print the results as JSON (one object per line) instead of bench lines")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of this process (producers, goroutine workers, the SQLite engine) to this file, for go tool pprof")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -40,6 +42,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	o.DB = cfg.Database
 	if !*quiet {
 		o.Progress = e.stderr
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	results, err := bench.Run(ctx, o)
 	for _, r := range results {
@@ -64,6 +73,22 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	return nil
+}
+
+// startCPUProfile starts writing a CPU profile to path; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // runBenchWorker is the hidden worker process of "bench --processes".
