@@ -209,11 +209,12 @@ func Load(path, database string) (*Config, error) {
 // checkTables refuses lanes whose tables would be one table: names are
 // compared without case (SQLite, and MySQL on some systems, ignore it), and
 // a lane's table may not be another lane's rate-limit table (its table +
-// "_limits"); queue.Lane.Validate already keeps mailspool_schema out.
+// "_limits") or table of mail bodies (+ "_bodies"); queue.Lane.Validate
+// already keeps mailspool_schema out.
 func checkTables(lanes []Lane) error {
 	owner := map[string]string{} // lower-case table name → "lane X's table T"
 	for _, l := range lanes {
-		for _, t := range []string{l.Lane.Table, l.Lane.Table + "_limits"} {
+		for _, t := range []string{l.Lane.Table, l.Lane.Table + "_limits", l.Lane.Table + "_bodies"} {
 			key := strings.ToLower(t)
 			if other, dup := owner[key]; dup {
 				return fmt.Errorf("config: lanes.%s.table: %q is the same table as %s (names are compared without case); lanes never share a table", l.Lane.Name, t, other)

@@ -203,12 +203,13 @@ func TestNoDefaultTransport(t *testing.T) {
 
 // TestLaneTablesNeverCollide: tables are one table when their names differ
 // only in case (SQLite), and a lane's table may not be another lane's
-// rate-limit table or mailspool's own table.
+// rate-limit table, table of mail bodies, or mailspool's own table.
 func TestLaneTablesNeverCollide(t *testing.T) {
 	for body, want := range map[string]string{
 		"[lanes.a]\ntransport = \"fake://\"\ntable = \"t_a\"\n[lanes.b]\ntransport = \"fake://\"\ntable = \"T_A\"\n":          `"T_A" is the same table as lane a's table "t_a"`,
 		"[lanes.a]\ntransport = \"fake://\"\ntable = \"mail\"\n[lanes.b]\ntransport = \"fake://\"\ntable = \"mail_limits\"\n": "reserved for the rate-limit table",
 		"[lanes.a]\ntransport = \"fake://\"\ntable = \"mail\"\n[lanes.b]\ntransport = \"fake://\"\ntable = \"MAIL_Limits\"\n": "reserved for the rate-limit table",
+		"[lanes.a]\ntransport = \"fake://\"\ntable = \"mail\"\n[lanes.b]\ntransport = \"fake://\"\ntable = \"Mail_Bodies\"\n": "reserved for the table of mail bodies",
 		"[lanes.a]\ntransport = \"fake://\"\ntable = \"mailspool_schema\"\n":                                                  "mailspool's own tables",
 		"[lanes.a]\ntransport = \"fake://\"\ntable = \"Mailspool_Lanes\"\n":                                                   "mailspool's own tables",
 		"[lanes.a-b]\ntransport = \"fake://\"\ntable = \"t1\"\n[lanes.a_b]\ntransport = \"fake://\"\ntable = \"t2\"\n":        "MAILSPOOL_LANE_A_B_TRANSPORT",

@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// claimColumns are read for each claimed row.
+// claimColumns are read for each claimed row, before its bodies and
+// headers (withBodies).
 const claimColumns = `id, next_run, attempts, max_attempts, crashes, not_after, maybe_delivered, created_at, message_id,
-  from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers`
+  from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject`
 
 // claim takes up to n due rows for token in one short transaction and
 // leases them until now + lease: it locks the picked rows and marks them
@@ -192,12 +193,15 @@ func (q *Queue) pickQuery(after bool) string {
 // pickSelect is pickQuery without its locking clause and server-side bound.
 // Its arguments: status, now, [after's next_run twice and id], limit.
 func (q *Queue) pickSelect(after bool) string {
-	from := ""
+	where := ` WHERE t.status = ? AND t.next_run <= ?`
 	if after {
-		from = ` AND next_run >= ? AND (next_run > ? OR id > ?)`
+		where += ` AND t.next_run >= ? AND (t.next_run > ? OR t.id > ?)`
 	}
-	return `SELECT ` + claimColumns + ` FROM ` + q.table +
-		` WHERE status = ? AND next_run <= ?` + from + ` ORDER BY next_run, id LIMIT ?`
+	selectFrom, missing := q.withBodies(claimColumns)
+	if q.d.sqlite {
+		where += ` AND NOT ` + missing
+	}
+	return `SELECT ` + selectFrom + where + ` ORDER BY t.next_run, t.id LIMIT ?`
 }
 
 // pickRows reads up to limit due rows of one status for the claim in tx,

@@ -92,6 +92,12 @@ func (q *Queue) cleanupBatch(ctx context.Context, status int, cutoff int64, batc
 	}
 	var n int64
 	err = q.write(ctx, func(db execer) error {
+		if q.d.sqlite {
+			// The rows' bodies first, while the rows still name them.
+			if _, err := db.ExecContext(ctx, `DELETE FROM `+q.bodies+` WHERE id IN (SELECT body_id FROM `+q.table+` WHERE id IN (`+placeholders(len(ids))+`) AND status = ? AND body_id <> 0)`, append(ids, status)...); err != nil {
+				return fmt.Errorf("queue: cleanup of mail bodies: %w", err)
+			}
+		}
 		res, err := db.ExecContext(ctx, q.d.bounded(`DELETE FROM `+q.table+` WHERE id IN (`+placeholders(len(ids))+`) AND status = ?`), append(ids, status)...)
 		if err != nil {
 			return fmt.Errorf("queue: cleanup: %w", err)

@@ -252,19 +252,53 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 	if !o.notAfter.IsZero() {
 		notAfter = o.notAfter.UnixMilli()
 	}
-	res, err := exec.ExecContext(ctx, q.d.lockBounded(`INSERT INTO `+q.table+` (status, attempts, max_attempts, next_run, not_after, created_at,
+	stmt := `INSERT INTO ` + q.table + ` (status, attempts, max_attempts, next_run, not_after, created_at,
   message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name,
-  subject, text_body, html_body, headers) VALUES (0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, q.lockWait),
-		o.maxAttempts, now.Add(o.delay).UnixMilli(), notAfter, now.UnixMilli(),
+  subject, text_body, html_body, headers) VALUES (0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	args := []any{o.maxAttempts, now.Add(o.delay).UnixMilli(), notAfter, now.UnixMilli(),
 		msgID, idem, o.template, o.clientIP, m.From.Address, m.From.Name, m.To.Address, m.To.Name,
-		m.ReplyTo.Address, m.ReplyTo.Name, m.Subject, m.Text, m.HTML, string(headers))
+		m.ReplyTo.Address, m.ReplyTo.Name, m.Subject, m.Text, m.HTML, string(headers)}
+	var bodyID int64
+	if q.d.sqlite {
+		// The bodies go first into their own table (see bodies.go), and
+		// the row names them.
+		if bodyID, err = q.insertBodies(ctx, exec, m, string(headers)); err != nil {
+			return 0, err
+		}
+		stmt = strings.Replace(stmt, `headers) VALUES (`, `headers, body_id) VALUES (`, 1)
+		stmt = strings.TrimSuffix(stmt, `)`) + `, ?)`
+		args = append(args[:len(args)-3], "", "", "", bodyID)
+	}
+	res, err := exec.ExecContext(ctx, q.d.lockBounded(stmt, q.lockWait), args...)
 	err = q.lockError(err)
 	if err != nil {
-		return 0, fmt.Errorf("queue: enqueue into %s: %w", q.lane.Table, err)
+		err = fmt.Errorf("queue: enqueue into %s: %w", q.lane.Table, err)
+		if bodyID != 0 {
+			// Take the bodies back out: a caller who commits anyway keeps
+			// nothing of this enqueue.
+			if _, derr := exec.ExecContext(context.WithoutCancel(ctx), `DELETE FROM `+q.bodies+` WHERE id = ?`, bodyID); derr != nil {
+				err = errors.Join(err, fmt.Errorf("queue: enqueue: removing the bodies of the mail that was not written: %w", derr))
+			}
+		}
+		return 0, err
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
 		return 0, fmt.Errorf("queue: enqueue: reading the new id: %w", err)
+	}
+	return id, nil
+}
+
+// insertBodies writes a mail's bodies and headers into the lane's bodies
+// table (SQLite) and returns their id.
+func (q *Queue) insertBodies(ctx context.Context, exec DBTX, m *transport.Message, headers string) (int64, error) {
+	res, err := exec.ExecContext(ctx, `INSERT INTO `+q.bodies+` (text_body, html_body, headers) VALUES (?, ?, ?)`, m.Text, m.HTML, headers)
+	if err != nil {
+		return 0, fmt.Errorf("queue: enqueue into %s: writing the bodies: %w", q.lane.Table, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("queue: enqueue: reading the bodies' id: %w", err)
 	}
 	return id, nil
 }

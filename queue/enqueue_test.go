@@ -267,7 +267,11 @@ func TestEnqueueStatementsInTheCallersTx(t *testing.T) {
 			_, err = q.Enqueue(ctx, exec, testMessage("hal@example.com"), c.opts...)
 			require.NoError(t, err, c.name)
 			require.NoError(t, tx.Commit())
-			assert.Len(t, ct.stmts, c.stmts, "%s: %q", c.name, ct.stmts)
+			want := c.stmts
+			if s.name == "sqlite" {
+				want++ // the bodies' INSERT, before the row's (schema version 8)
+			}
+			assert.Len(t, ct.stmts, want, "%s: %q", c.name, ct.stmts)
 			if c.rcptCount > 0 {
 				// The counts are the ones the limits see.
 				var n int

@@ -114,15 +114,19 @@ func (q *Queue) notFound(id int64) error {
 func (q *Queue) Message(ctx context.Context, id int64) (*transport.Message, error) {
 	m := &transport.Message{}
 	var headers string
-	err := q.db.QueryRowContext(ctx, `SELECT message_id, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name,
-  subject, text_body, html_body, headers FROM `+q.table+` WHERE id = ?`, id).
-		Scan(&m.MessageID, &m.From.Address, &m.From.Name, &m.To.Address, &m.To.Name, &m.ReplyTo.Address, &m.ReplyTo.Name,
+	var missing bool
+	selectFrom, bodyMissing := q.withBodies(`message_id, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject`)
+	err := q.db.QueryRowContext(ctx, `SELECT `+bodyMissing+`, `+selectFrom+` WHERE t.id = ?`, id).
+		Scan(&missing, &m.MessageID, &m.From.Address, &m.From.Name, &m.To.Address, &m.To.Name, &m.ReplyTo.Address, &m.ReplyTo.Name,
 			&m.Subject, &m.Text, &m.HTML, &headers)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, q.notFound(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: reading mail %d: %w", id, err)
+	}
+	if missing {
+		return nil, fmt.Errorf("queue: mail %d: its bodies are missing from %s (deleted by hand?); the worker leaves it unsent", id, q.bodies)
 	}
 	if m.Headers, err = parseHeaders(headers); err != nil {
 		return nil, err

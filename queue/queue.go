@@ -87,6 +87,7 @@ type Queue struct {
 
 	table  string // quoted
 	limits string // quoted
+	bodies string // quoted; SQLite only (schema version 8, see withBodies)
 	lanes  string // quoted lanesTable
 
 	// For SQLite: the database file and what it was when New opened it.
@@ -135,6 +136,7 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	q.lockWait = int(lane.LockTimeout / time.Second)
 	q.table = d.quote(lane.Table)
 	q.limits = d.quote(lane.Table + "_limits")
+	q.bodies = d.quote(lane.Table + "_bodies")
 	q.lanes = d.quote(lanesTable)
 	if d.sqlite {
 		if err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&q.file); err != nil {

@@ -41,11 +41,12 @@ func TestNewChecksTheSQLiteHandle(t *testing.T) {
 }
 
 // TestTableNamesNeverCollide: a lane table may not be mailspool's own table
-// or look like another lane's rate-limit table, and Migrate refuses two
+// or look like another lane's rate-limit table or table of mail bodies,
+// and Migrate refuses two
 // names that are one table (SQLite ignores the case of table names).
 func TestTableNamesNeverCollide(t *testing.T) {
 	db := newSQLiteStore(t).db
-	for _, table := range []string{"mailspool_schema", "MAILSPOOL_LANES", "mail_queue_limits", "Mail_LIMITS"} {
+	for _, table := range []string{"mailspool_schema", "MAILSPOOL_LANES", "mail_queue_limits", "Mail_LIMITS", "mail_queue_bodies", "Mail_Bodies"} {
 		_, err := New(context.Background(), db, Lane{Table: table}, nil)
 		assert.Error(t, err, table)
 		assert.Error(t, Migrate(context.Background(), db, table), table)

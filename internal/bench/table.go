@@ -14,7 +14,7 @@ import (
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // laneTables are the tables of a lane table t, as Migrate creates them.
-func laneTables(t string) []string { return []string{t, t + "_limits", t + "_seed"} }
+func laneTables(t string) []string { return []string{t, t + "_limits", t + "_bodies", t + "_seed"} }
 
 // prepareLane leaves the lane table migrated, holding exactly o.History
 // finished rows and nothing else: it reuses a table that has them (deleting
@@ -31,10 +31,14 @@ func prepareLane(ctx context.Context, db *sql.DB, o *Options) error {
 			return err
 		}
 		fmt.Fprintf(o.Progress, "reusing the %d history rows of %s\n", have, t)
-		for _, stmt := range []string{
+		stmts := []string{
 			`DELETE FROM ` + t + ` WHERE template <> '` + historyTemplate + `'`,
 			`DELETE FROM ` + t + `_limits`,
-		} {
+		}
+		if storeName(db) == "sqlite" {
+			stmts = append(stmts, `DELETE FROM `+t+`_bodies WHERE id NOT IN (SELECT body_id FROM `+t+`)`)
+		}
+		for _, stmt := range stmts {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("bench: clearing %s: %w", t, err)
 			}
