@@ -30,10 +30,11 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		return nil, nil
 	}
 	now := q.now()
-	tx, err := q.db.BeginTx(ctx, q.d.txOptions())
+	tx, done, err := q.beginWrite(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim: begin: %w", err)
 	}
+	defer done()
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 
 	var jobs []*job

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -117,10 +118,11 @@ func (d dialect) txOptions() *sql.TxOptions {
 // session holds, related or not); on SQLite as BEGIN IMMEDIATE, so that
 // many small statements take the write lock once.
 func (q *Queue) write(ctx context.Context, f func(execer) error) error {
-	tx, err := q.db.BeginTx(ctx, q.d.txOptions())
+	tx, done, err := q.beginWrite(ctx)
 	if err != nil {
 		return fmt.Errorf("queue: begin: %w", err)
 	}
+	defer done()
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	if err := f(tx); err != nil {
 		return err
@@ -129,6 +131,38 @@ func (q *Queue) write(ctx context.Context, f func(execer) error) error {
 		return fmt.Errorf("queue: commit: %w", err)
 	}
 	return nil
+}
+
+// sqliteTurns holds, per SQLite database file, the turn to write among
+// this process's queues on it: a channel with room for one.
+//
+// SQLite lets one writer at a time in; a writer that finds the database
+// locked sleeps and tries again (1, 2, 5, ... up to 100 ms), so the lock
+// often sits unused while writers sleep. Within a process, the worker's
+// claims, completions and rescues (and other workers' on the same file)
+// wait for their turn here instead, and start as soon as the previous
+// writer is done. Other processes (the application's enqueues) still meet
+// them at SQLite's lock, under its busy timeout.
+var sqliteTurns sync.Map // file path → chan struct{}
+
+// beginWrite begins one of the queue's own write transactions, on SQLite
+// once it is this process's turn to write to the file. done must be called
+// after the transaction ends.
+func (q *Queue) beginWrite(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	done = func() {}
+	if q.writeTurn != nil {
+		select {
+		case q.writeTurn <- struct{}{}:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		done = func() { <-q.writeTurn }
+	}
+	if tx, err = q.db.BeginTx(ctx, q.d.txOptions()); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return tx, done, nil
 }
 
 // isLockConflict reports whether err is a MySQL deadlock (1213) or lock

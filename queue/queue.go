@@ -90,9 +90,11 @@ type Queue struct {
 	bodies string // quoted; SQLite only (schema version 8, see withBodies)
 	lanes  string // quoted lanesTable
 
-	// For SQLite: the database file and what it was when New opened it.
-	file     string
-	fileInfo os.FileInfo
+	// For SQLite: the database file and what it was when New opened it,
+	// and this process's turn to write to it (see sqliteTurns).
+	file      string
+	fileInfo  os.FileInfo
+	writeTurn chan struct{}
 }
 
 // Options configure a Queue beyond its Lane.
@@ -146,6 +148,8 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 			if q.fileInfo, err = os.Stat(q.file); err != nil {
 				return nil, fmt.Errorf("queue: the SQLite file: %w", err)
 			}
+			turn, _ := sqliteTurns.LoadOrStore(q.file, make(chan struct{}, 1))
+			q.writeTurn = turn.(chan struct{})
 		}
 	}
 	return q, nil

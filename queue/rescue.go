@@ -43,10 +43,11 @@ func (q *Queue) rescue(ctx context.Context, limit int, skip func(token string) b
 	if expired == 0 {
 		return 0, nil, nil
 	}
-	tx, err := q.db.BeginTx(ctx, q.d.txOptions()) // SQLite: BEGIN IMMEDIATE takes the write lock
+	tx, done, err := q.beginWrite(ctx) // SQLite: BEGIN IMMEDIATE takes the write lock
 	if err != nil {
 		return 0, nil, fmt.Errorf("queue: rescue: begin: %w", err)
 	}
+	defer done()
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	jobs, err := q.expiredLeases(ctx, tx, now.UnixMilli(), limit)
 	if err != nil {

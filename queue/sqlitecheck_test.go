@@ -77,3 +77,49 @@ func TestWorkerOnOneSQLiteConnection(t *testing.T) {
 	assert.Len(t, tr.sends, n)
 	assert.Equal(t, n, countRows(t, s.db, q.table, "status = 2 AND locked_by = ''"))
 }
+
+// TestSQLiteWritersTakeTurns: the queue's own writers in one process wait
+// for their turn at the database file instead of polling SQLite's lock
+// under the busy timeout. Here the second handle's busy timeout is 50 ms
+// and the first holds the write lock for longer: polling would fail with
+// "database is locked"; waiting for the turn succeeds when it is released.
+// A writer waiting for its turn gives up when its context ends.
+func TestSQLiteWritersTakeTurns(t *testing.T) {
+	s := newSQLiteStore(t)
+	ctx := context.Background()
+	q1 := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	path := q1.file
+	impatient, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(50)&_txlock=immediate")
+	require.NoError(t, err)
+	t.Cleanup(func() { impatient.Close() })
+	q2 := newQueue(t, impatient, Lane{RecipientLimit: NoLimit}, nil)
+	ids := enqueueN(t, q1, 1)
+
+	tx, done, err := q1.beginWrite(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(`UPDATE `+q1.table+` SET template = 'first' WHERE id = ?`, ids[0])
+	require.NoError(t, err)
+	second := make(chan error, 1)
+	go func() {
+		second <- q2.write(ctx, func(db execer) error {
+			_, err := db.ExecContext(ctx, `UPDATE `+q2.table+` SET template = 'second' WHERE id = ?`, ids[0])
+			return err
+		})
+	}()
+	time.Sleep(300 * time.Millisecond) // six busy timeouts of the second handle
+	require.NoError(t, tx.Commit())
+	done()
+	require.NoError(t, <-second, "the second writer waited for its turn")
+	var template string
+	require.NoError(t, s.db.QueryRow(`SELECT template FROM `+q1.table+` WHERE id = ?`, ids[0]).Scan(&template))
+	assert.Equal(t, "second", template)
+
+	held, done, err := q1.beginWrite(ctx)
+	require.NoError(t, err)
+	defer done()
+	defer held.Rollback() //nolint:errcheck // nothing was written
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = q2.write(short, func(execer) error { return nil })
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
