@@ -43,6 +43,16 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 	w.leases.hold(token, jobs)
 	w.count(func(s *WorkerStats) { s.Claimed += int64(len(jobs)) })
 
+	// A suspect (a row whose lease expired while it was sending, claimed
+	// alone: isolateSuspects) is sent with nothing else of this worker in
+	// flight: the batches before it are recorded first, and this one is
+	// recorded before dispatch returns. If it kills the process, it dies
+	// alone, and no other row is counted as crashed with it.
+	suspect := jobs[0].crashes > 0
+	if suspect && w.running != nil {
+		w.running.Wait()
+	}
+
 	// Sends may outlive ctx by ShutdownTimeout; the bookkeeping after them
 	// must not be cancelled at all.
 	sendCtx, stopSends := context.WithCancel(context.WithoutCancel(ctx))
@@ -97,11 +107,16 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 		}()
 	}
 	done := make(chan error, 1)
-	go func() {
+	record := func() {
 		defer stopSends()
 		defer stopAfter()
 		done <- w.collect(token, decided, results, sending, unsent, due)
-	}()
+	}
+	if suspect {
+		record()
+	} else {
+		go record()
+	}
 	return len(jobs), done, nil
 }
 

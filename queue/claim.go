@@ -48,7 +48,11 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		}
 		jobs = append(jobs, picked...)
 	}
+	picked := len(jobs)
 	jobs = isolateSuspects(jobs)
+	if cur != nil {
+		cur.cut = len(jobs) < picked
+	}
 	if len(jobs) == 0 {
 		return nil, tx.Commit()
 	}
@@ -127,6 +131,10 @@ func isolateSuspects(jobs []*job) []*job {
 type cursor struct {
 	at     map[int]dueKey // per status
 	fullAt time.Time      // the last pick from the start of every status
+	// cut: the last claim took fewer rows than it picked, to lease a
+	// suspect alone (isolateSuspects); due rows remain, so the claimer
+	// claims again at once instead of waiting for its poll interval.
+	cut bool
 }
 
 type dueKey struct{ nextRun, id int64 }

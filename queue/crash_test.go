@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -165,5 +166,76 @@ func TestRescueSkipsLiveLeases(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, n)
 		assert.Equal(t, 4, countRows(t, s.db, q.table, "status = 1"))
+	})
+}
+
+// TestCrashedRowsDrainWithoutPollWaits: a claim cut short to lease a
+// suspect alone leaves due rows behind, so the worker claims again at once
+// rather than after its poll interval (here an hour): the rows a killed
+// worker held, a whole batch of them, are sent in a row.
+func TestCrashedRowsDrainWithoutPollWaits(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+		const n = 30
+		enqueueN(t, q, n)
+		// As the rescuer leaves the rows of a lease that expired.
+		_, err := s.db.ExecContext(ctx, `UPDATE `+q.table+` SET crashes = 1, maybe_delivered = 1`)
+		require.NoError(t, err)
+		tr := newFuncTransport(nil)
+		w, err := NewWorker(q, tr, &WorkerOptions{PollInterval: time.Hour, Logger: quietLogger()})
+		require.NoError(t, err)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(runCtx) }()
+		waitProgress(t, "suspects sent", 20*time.Second, n, func() int { return int(w.Stats().Sent) })
+		cancel()
+		require.NoError(t, <-done)
+		assert.Equal(t, n, countRows(t, s.db, q.table, "status = 2"))
+	})
+}
+
+// TestSuspectIsSentAlone: a suspect row is not sent while another batch of
+// the same worker is still in flight, so that if it kills the process no
+// other row is counted as crashed with it (and failed as poison after
+// maxCrashes such deaths).
+func TestSuspectIsSentAlone(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+		enqueueN(t, q, 3)
+		var blocked atomic.Int32
+		gate := make(chan struct{})
+		busyAtSuspect := make(chan int32, 1)
+		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+			if m.To.Address == "suspect@example.com" {
+				busyAtSuspect <- blocked.Load()
+			} else {
+				blocked.Add(1)
+				<-gate
+				blocked.Add(-1)
+			}
+			return transport.Receipt{MessageID: "<" + m.MessageID + ">"}, nil
+		})
+		w, err := NewWorker(q, tr, &WorkerOptions{PollInterval: 10 * time.Millisecond, Logger: quietLogger()})
+		require.NoError(t, err)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(runCtx) }()
+		defer func() { cancel(); <-done }()
+		waitProgress(t, "first batch sending", 20*time.Second, 3, func() int { return int(blocked.Load()) })
+
+		id, err := q.Enqueue(ctx, s.db, testMessage("suspect@example.com"))
+		require.NoError(t, err)
+		_, err = s.db.ExecContext(ctx, `UPDATE `+q.table+` SET crashes = 1 WHERE id = ?`, id)
+		require.NoError(t, err)
+		time.Sleep(300 * time.Millisecond) // time enough to claim it, were it allowed to go
+		close(gate)
+		select {
+		case busy := <-busyAtSuspect:
+			assert.Zero(t, busy, "the suspect's send started while the first batch's sends were in flight")
+		case <-time.After(30 * time.Second):
+			t.Fatal("the suspect was never sent")
+		}
 	})
 }

@@ -113,6 +113,9 @@ type Worker struct {
 	paused pauseWatch
 	// cursor is where the claim loop's last picks ended.
 	cursor cursor
+	// running counts the claim loop's batches not yet recorded (set by
+	// claimLoop; nil when a test dispatches batches itself).
+	running *sync.WaitGroup
 	// sendTime is the moving average of a send's duration (ns; 0 before
 	// the first send): claimLimit sizes claims by it.
 	sendTime atomic.Int64
@@ -254,6 +257,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // reached (nil) or the store fails for good (an error).
 func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches *sync.WaitGroup) error {
 	clock := w.q.clock
+	w.running = batches
 	inFlight := make(chan struct{}, 2) // batches not yet recorded
 	retry := backoff{min: w.opts.PollInterval, max: max(maxClaimBackoff, w.opts.PollInterval)}
 	var processed int
@@ -314,7 +318,7 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 			pause := retry.next()
 			w.log.Error("claim failed", "err", err, "retry_in", pause)
 			wait(ctx, clock, pause)
-		case n < limit:
+		case n < limit && !w.cursor.cut:
 			retry.reset()
 			wait(ctx, clock, w.opts.PollInterval)
 		default:
