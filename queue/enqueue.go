@@ -252,9 +252,6 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 	if !o.notAfter.IsZero() {
 		notAfter = o.notAfter.UnixMilli()
 	}
-	stmt := `INSERT INTO ` + q.table + ` (status, attempts, max_attempts, next_run, not_after, created_at,
-  message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name,
-  subject, text_body, html_body, headers) VALUES (0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	args := []any{o.maxAttempts, now.Add(o.delay).UnixMilli(), notAfter, now.UnixMilli(),
 		msgID, idem, o.template, o.clientIP, m.From.Address, m.From.Name, m.To.Address, m.To.Name,
 		m.ReplyTo.Address, m.ReplyTo.Name, m.Subject, m.Text, m.HTML, string(headers)}
@@ -265,11 +262,9 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 		if bodyID, err = q.insertBodies(ctx, exec, m, string(headers)); err != nil {
 			return 0, err
 		}
-		stmt = strings.Replace(stmt, `headers) VALUES (`, `headers, body_id) VALUES (`, 1)
-		stmt = strings.TrimSuffix(stmt, `)`) + `, ?)`
 		args = append(args[:len(args)-3], "", "", "", bodyID)
 	}
-	res, err := exec.ExecContext(ctx, q.d.lockBounded(stmt, q.lockWait), args...)
+	res, err := q.execPrepared(ctx, exec, q.inserts.row, q.inserts.rowSQL, args...)
 	err = q.lockError(err)
 	if err != nil {
 		err = fmt.Errorf("queue: enqueue into %s: %w", q.lane.Table, err)
@@ -289,10 +284,34 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 	return id, nil
 }
 
+// inserts are the enqueue's INSERT statements of a queue, as text, and on
+// SQLite prepared (see prepareShared).
+type inserts struct {
+	rowSQL, bodiesSQL string
+	row, bodies       *sql.Stmt
+}
+
+// prepareInserts fills q.inserts. Preparing is only a speed-up: when it
+// fails (New before Migrate: no table yet), the enqueue runs the text.
+func (q *Queue) prepareInserts(ctx context.Context) {
+	cols := `status, attempts, max_attempts, next_run, not_after, created_at,
+  message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name,
+  subject, text_body, html_body, headers`
+	values := `0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+	if !q.d.sqlite {
+		q.inserts.rowSQL = q.d.lockBounded(`INSERT INTO `+q.table+` (`+cols+`) VALUES (`+values+`)`, q.lockWait)
+		return
+	}
+	q.inserts.rowSQL = `INSERT INTO ` + q.table + ` (` + cols + `, body_id) VALUES (` + values + `, ?)`
+	q.inserts.bodiesSQL = `INSERT INTO ` + q.bodies + ` (text_body, html_body, headers) VALUES (?, ?, ?)`
+	q.inserts.row, _ = prepareShared(ctx, q.db, q.inserts.rowSQL)
+	q.inserts.bodies, _ = prepareShared(ctx, q.db, q.inserts.bodiesSQL)
+}
+
 // insertBodies writes a mail's bodies and headers into the lane's bodies
 // table (SQLite) and returns their id.
 func (q *Queue) insertBodies(ctx context.Context, exec DBTX, m *transport.Message, headers string) (int64, error) {
-	res, err := exec.ExecContext(ctx, `INSERT INTO `+q.bodies+` (text_body, html_body, headers) VALUES (?, ?, ?)`, m.Text, m.HTML, headers)
+	res, err := q.execPrepared(ctx, exec, q.inserts.bodies, q.inserts.bodiesSQL, m.Text, m.HTML, headers)
 	if err != nil {
 		return 0, fmt.Errorf("queue: enqueue into %s: writing the bodies: %w", q.lane.Table, err)
 	}

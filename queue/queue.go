@@ -90,6 +90,8 @@ type Queue struct {
 	bodies string // quoted; SQLite only (schema version 8, see withBodies)
 	lanes  string // quoted lanesTable
 
+	inserts inserts // the enqueue's statements
+
 	// For SQLite: the database file and what it was when New opened it,
 	// and this process's turn to write to it (see sqliteTurns).
 	file      string
@@ -152,6 +154,7 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 			q.writeTurn = turn.(chan struct{})
 		}
 	}
+	q.prepareInserts(ctx)
 	return q, nil
 }
 

@@ -123,3 +123,33 @@ func TestSQLiteWritersTakeTurns(t *testing.T) {
 	err = q2.write(short, func(execer) error { return nil })
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// TestEnqueueThroughAnotherHandle: on SQLite the enqueue's INSERTs are
+// prepared once on the Queue's handle; an application may still enqueue in
+// a transaction of another handle on the same database, and in one on the
+// Queue's own handle, and a Queue made before Migrate enqueues once the
+// tables exist.
+func TestEnqueueThroughAnotherHandle(t *testing.T) {
+	s := newSQLiteStore(t)
+	ctx := context.Background()
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	other := s.open(t)
+	for _, db := range []*sql.DB{other, s.db} {
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = q.Enqueue(ctx, tx, testMessage("ann@example.com"))
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
+	}
+	_, err := q.Enqueue(ctx, s.db, testMessage("bob@example.com"))
+	require.NoError(t, err)
+	assert.Equal(t, 3, countRows(t, s.db, q.table, "1=1"))
+
+	early := newQueue(t, s.db, Lane{Table: "mail_later", RecipientLimit: NoLimit}, nil)
+	require.NoError(t, Migrate(ctx, s.db, "mail_later"))
+	_, err = early.Enqueue(ctx, s.db, testMessage("cy@example.com"))
+	require.NoError(t, err)
+	m, err := early.Message(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, testMessage("x").Text, m.Text)
+}
