@@ -150,9 +150,10 @@ func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, op
 		return q.enqueueOwnTx(ctx, db, m, &o, now)
 	}
 	if o.idemKey == "" {
-		// No savepoint: a single INSERT is atomic, and the rate-limit
-		// counts, when a limit applies, are taken back by countLimits'
-		// undo if the enqueue fails.
+		// No savepoint: a single INSERT is atomic (on SQLite the bodies'
+		// INSERT before it is taken back if it fails, see insertRow), and
+		// the rate-limit counts, when a limit applies, are taken back by
+		// countLimits' undo if the enqueue fails.
 		return q.enqueueInTx(ctx, exec, m, &o, now)
 	}
 	return q.enqueueSavepoint(ctx, exec, m, &o, now)
@@ -235,7 +236,8 @@ func txRolledBack(err error) bool {
 	return strings.Contains(err.Error(), "Error 1213")
 }
 
-// insertRow is the INSERT of the mail's row: one statement.
+// insertRow is the INSERT of the mail's row: one statement (on SQLite two:
+// the bodies first, taken back if the row cannot be written).
 func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, o *enqueueOptions, now time.Time) (int64, error) {
 	headers, err := json.Marshal(headerPairs(m.Headers))
 	if err != nil {
