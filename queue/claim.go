@@ -52,6 +52,11 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 	jobs = isolateSuspects(jobs)
 	if cur != nil {
 		cur.cut = len(jobs) < picked
+		if cur.cut {
+			// The rows cut off are behind the cursor's new position:
+			// the next pick starts from the front again.
+			clear(cur.at)
+		}
 	}
 	if len(jobs) == 0 {
 		return nil, tx.Commit()

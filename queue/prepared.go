@@ -16,10 +16,12 @@ import (
 // It is for SQLite, where a statement costs no round trip and parsing it
 // costs about as much as running it: a batch written one row at a time
 // (writeEach, the claim's marking) parses one statement instead of one per
-// row. Caching across transactions would need a statement prepared on the
-// *sql.DB, which takes a second connection while the transaction holds
-// one: a handle limited to one connection (SetMaxOpenConns(1), common for
-// SQLite) would wait for itself.
+// row, which leaves one parse per batch. Preparing here on the *sql.DB
+// instead would take a second connection while the transaction holds one:
+// a handle limited to one connection (SetMaxOpenConns(1), common for
+// SQLite) would wait for itself. (The enqueue, one row per transaction,
+// has its statements prepared on the handle ahead of time, by New: see
+// prepareShared.)
 type prepared struct {
 	tx    *sql.Tx
 	stmts map[string]*sql.Stmt
