@@ -264,6 +264,8 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 		if bodyID, err = q.insertBodies(ctx, exec, m, string(headers)); err != nil {
 			return 0, err
 		}
+		// The row's own text_body, html_body and headers (the last three
+		// arguments) stay empty.
 		args = append(args[:len(args)-3], "", "", "", bodyID)
 	}
 	res, err := q.execPrepared(ctx, exec, q.inserts.row, q.inserts.rowSQL, args...)

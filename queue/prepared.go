@@ -33,9 +33,6 @@ func reusing(db execer) execer {
 	if tx, ok := db.(*sql.Tx); ok {
 		return &prepared{tx: tx, stmts: map[string]*sql.Stmt{}}
 	}
-	if p, ok := db.(*prepared); ok {
-		return p
-	}
 	return db
 }
 
