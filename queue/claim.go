@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -197,7 +198,8 @@ func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, n
 	return jobs, nil
 }
 
-// pickQuery is the claim's SELECT for one status; it reads exactly the
+// pickQuery is the claim's SELECT for one status where the pick is one
+// statement (SQLite, and MySQL without SKIP LOCKED); it reads exactly the
 // rows it returns from the (status, next_run, id) index.
 // With after, it starts after a given row.
 func (q *Queue) pickQuery(after bool) string {
@@ -207,28 +209,149 @@ func (q *Queue) pickQuery(after bool) string {
 // pickSelect is pickQuery without its locking clause and server-side bound.
 // Its arguments: status, now, [after's next_run twice and id], limit.
 func (q *Queue) pickSelect(after bool) string {
-	where := ` WHERE t.status = ? AND t.next_run <= ?`
-	if after {
-		where += ` AND t.next_run >= ? AND (t.next_run > ? OR t.id > ?)`
-	}
 	selectFrom, missing := q.withBodies(claimColumns)
+	where := dueWhere(after)
 	if q.d.sqlite {
 		where += ` AND NOT ` + missing
 	}
 	return `SELECT ` + selectFrom + where + ` ORDER BY t.next_run, t.id LIMIT ?`
 }
 
-// pickRows reads up to limit due rows of one status for the claim in tx,
-// after the row at after when it is not nil.
-func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) ([]*job, error) {
+// dueWhere is the condition of a status's due rows in due order, after a
+// given row when after is set; its arguments are dueArgs'.
+func dueWhere(after bool) string {
+	where := ` WHERE t.status = ? AND t.next_run <= ?`
+	if after {
+		where += ` AND t.next_run >= ? AND (t.next_run > ? OR t.id > ?)`
+	}
+	return where
+}
+
+func dueArgs(status int, now int64, after *dueKey) []any {
 	args := []any{status, now}
 	if after != nil {
 		args = append(args, after.nextRun, after.nextRun, after.id)
 	}
-	rows, err := tx.QueryContext(ctx, q.pickQuery(after != nil), append(args, limit)...)
+	return args
+}
+
+// dueKeysSelect reads the due order's keys of up to LIMIT due rows of a
+// status from the (status, next_run, id) index alone, without locks.
+// Its arguments are dueArgs' and the limit.
+func (q *Queue) dueKeysSelect(after bool) string {
+	return `SELECT t.next_run, t.id FROM ` + q.table + ` t` + dueWhere(after) + ` ORDER BY t.next_run, t.id LIMIT ?`
+}
+
+// lockDueSelect locks n rows by id that are still due in a status and
+// reads them, skipping the rows another transaction holds. Its arguments:
+// the n ids, the status, now.
+func (q *Queue) lockDueSelect(n int) string {
+	selectFrom, _ := q.withBodies(claimColumns)
+	return `SELECT ` + selectFrom + ` WHERE t.id IN (` + placeholders(n) + `) AND t.status = ? AND t.next_run <= ?` + q.d.lockSkip()
+}
+
+// maxPickRounds bounds the rounds of one pickSkipping.
+const maxPickRounds = 8
+
+// pickRows reads up to limit due rows of one status for the claim in tx,
+// after the row at after when it is not nil.
+func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) ([]*job, error) {
+	if !q.d.sqlite && q.d.skipLocked {
+		return q.pickSkipping(ctx, tx, status, now, limit, after)
+	}
+	rows, err := tx.QueryContext(ctx, q.pickQuery(after != nil), append(dueArgs(status, now, after), limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
 	}
+	return scanJobs(rows, status)
+}
+
+// pickSkipping is pickRows on MySQL/MariaDB with SKIP LOCKED. Each round
+// is two statements: a plain read of the next due rows' keys from the
+// index, which takes no lock, then a locking read of those rows by primary
+// key that checks they are still due and skips the ones another claim
+// holds. Rounds go on, each after the last key read, until limit rows are
+// locked or the status has no more due rows (or maxPickRounds).
+//
+// Why not one SELECT ... FOR UPDATE SKIP LOCKED on the index: that locks
+// an index entry and then the row for each row it returns, and tries (and
+// skips) each row the other claimers hold, all on the same few index pages
+// at the front of the due order. With several workers, the server spent
+// about a third more CPU per mail than with one, much of it spinning on
+// the latches of those pages' lock lists. The plain read locks nothing,
+// and the locking read touches only the rows it may take, by id, spread
+// over the table's pages.
+//
+// A row can look due to the plain read and not be by the time it is
+// locked (another claim took it and committed): the locking read's
+// condition reads the row's latest version, so such a row is not taken,
+// and READ COMMITTED releases its lock at once.
+func (q *Queue) pickSkipping(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) ([]*job, error) {
+	var jobs []*job
+	for range maxPickRounds {
+		want := limit - len(jobs)
+		if want <= 0 {
+			break
+		}
+		keys, err := q.dueKeys(ctx, tx, status, now, want, after)
+		if err != nil {
+			return nil, err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := make([]any, 0, len(keys)+2)
+		for _, k := range keys {
+			args = append(args, k.id)
+		}
+		rows, err := tx.QueryContext(ctx, q.d.bounded(q.lockDueSelect(len(keys))), append(args, status, now)...)
+		if err != nil {
+			return nil, fmt.Errorf("queue: claim: locking %s rows: %w", StatusName(status), err)
+		}
+		locked, err := scanJobs(rows, status)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, locked...)
+		if len(keys) < want {
+			break // no more due rows
+		}
+		after = &keys[len(keys)-1]
+	}
+	slices.SortFunc(jobs, func(a, b *job) int {
+		if a.nextRun != b.nextRun {
+			return cmp.Compare(a.nextRun, b.nextRun)
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	return jobs, nil
+}
+
+// dueKeys reads the keys of up to limit due rows of status, in due order,
+// after the row at after when it is not nil.
+func (q *Queue) dueKeys(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) ([]dueKey, error) {
+	rows, err := tx.QueryContext(ctx, q.d.bounded(q.dueKeysSelect(after != nil)), append(dueArgs(status, now, after), limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
+	}
+	defer rows.Close()
+	var keys []dueKey
+	for rows.Next() {
+		var k dueKey
+		if err := rows.Scan(&k.nextRun, &k.id); err != nil {
+			return nil, fmt.Errorf("queue: claim: reading a due row: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
+	}
+	return keys, nil
+}
+
+// scanJobs reads the claimed rows of a pick, columns as withBodies(claimColumns),
+// and closes rows.
+func scanJobs(rows *sql.Rows, status int) ([]*job, error) {
 	defer rows.Close()
 	var jobs []*job
 	for rows.Next() {
@@ -242,6 +365,7 @@ func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64,
 			return nil, fmt.Errorf("queue: claim: reading a row: %w", err)
 		}
 		j.maybeDelivered = maybe != 0
+		var err error
 		if m.Headers, err = parseHeaders(headers); err != nil {
 			return nil, err
 		}

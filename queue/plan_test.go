@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,11 @@ import (
 
 // TestPickQueryStaysOnTheIndex builds a large history of sent and failed
 // rows plus a due backlog and a deferred retry backlog on MariaDB, then asks
-// the server how it runs the claim's pick query: it must read the
-// (status, next_run, id) index range and touch about LIMIT rows, not walk
-// the primary key through the history (what a naive "status IN (0,3)
-// ORDER BY id" pick does).
+// the server how it runs the claim's pick: its plain read must read the
+// (status, next_run, id) index range alone and touch about LIMIT rows, not
+// walk the primary key through the history (what a naive "status IN (0,3)
+// ORDER BY id" pick does), and its locking read must read just the rows it
+// names, by primary key.
 func TestPickQueryStaysOnTheIndex(t *testing.T) {
 	t.Parallel()
 	s := newMariaDBStore(t)
@@ -58,27 +60,32 @@ func TestPickQueryStaysOnTheIndex(t *testing.T) {
 			require.NoError(t, s.db.QueryRowContext(ctx, `SELECT next_run, id FROM `+q.table+` WHERE status = 0 ORDER BY next_run, id LIMIT 1 OFFSET 999`).Scan(&from.nextRun, &from.id))
 			args = append(args, from.nextRun, from.nextRun, from.id)
 		}
-		var plan string
-		require.NoError(t, s.db.QueryRowContext(ctx, `ANALYZE FORMAT=JSON `+q.pickSelect(pk.after), append(args, 50)...).Scan(&plan))
-		var p struct {
-			QueryBlock struct {
-				NestedLoop []struct {
-					Table struct {
-						AccessType string  `json:"access_type"`
-						Key        string  `json:"key"`
-						RRows      float64 `json:"r_rows"`
-					} `json:"table"`
-				} `json:"nested_loop"`
-			} `json:"query_block"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(plan), &p), plan)
-		require.Len(t, p.QueryBlock.NestedLoop, 1, plan)
-		tbl := p.QueryBlock.NestedLoop[0].Table
+		require.True(t, q.d.skipLocked, "MariaDB 10.6+ has SKIP LOCKED")
+		tbl, plan := analyze(t, s.db, q.dueKeysSelect(pk.after), append(args, 50)...)
 		assert.Equal(t, "idx_pick", tbl.Key, "status %d: %s", status, plan)
 		assert.Contains(t, []string{"range", "ref"}, tbl.AccessType, "status %d: an index lookup, not a scan", status)
-		assert.LessOrEqual(t, tbl.RRows, 50.0, "status %d reads at most LIMIT rows", status)
+		assert.True(t, tbl.UsingIndex, "status %d: answered from the index alone: %s", status, plan)
+		// r_rows: the server reads at most one entry past LIMIT's (51 was
+		// measured for the pending pick from the start).
+		assert.LessOrEqual(t, tbl.RRows, 51.0, "status %d reads about LIMIT rows", status)
 		assert.NotContains(t, strings.ToLower(plan), "filesort", "status %d: no sort", status)
 	}
+
+	// The locking read of 50 picked rows reads those rows by primary key.
+	rows, err := s.db.QueryContext(ctx, q.dueKeysSelect(false), StatusPending, now.UnixMilli(), 50)
+	require.NoError(t, err)
+	var args []any
+	for rows.Next() {
+		var k dueKey
+		require.NoError(t, rows.Scan(&k.nextRun, &k.id))
+		args = append(args, k.id)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, args, 50)
+	tbl, plan := analyze(t, s.db, q.lockDueSelect(len(args)), append(args, StatusPending, now.UnixMilli())...)
+	assert.Equal(t, "PRIMARY", tbl.Key, plan)
+	assert.Equal(t, "range", tbl.AccessType, plan)
+	assert.LessOrEqual(t, tbl.RRows, 50.0, "reads the rows it names: %s", plan)
 
 	// The monitoring counts are index ranges too.
 	for _, where := range []string{"status = 0", "status = 2 AND next_run > ?", "status = 4 AND next_run > ?", "status = 1 AND next_run < ?"} {
@@ -95,6 +102,74 @@ func TestPickQueryStaysOnTheIndex(t *testing.T) {
 		assert.Contains(t, []string{"range", "ref"}, typ, where)
 		assert.Contains(t, extra.String, "Using index", "%s: answered from the index alone", where)
 	}
+}
+
+type planTable struct {
+	AccessType string  `json:"access_type"`
+	Key        string  `json:"key"`
+	RRows      float64 `json:"r_rows"`
+	UsingIndex bool    `json:"using_index"`
+}
+
+// analyze runs query under MariaDB's ANALYZE and returns how it read its
+// one table, and the whole plan.
+func analyze(t *testing.T, db *sql.DB, query string, args ...any) (planTable, string) {
+	t.Helper()
+	var plan string
+	require.NoError(t, db.QueryRowContext(context.Background(), `ANALYZE FORMAT=JSON `+query, args...).Scan(&plan))
+	var p struct {
+		QueryBlock struct {
+			NestedLoop []struct {
+				Table planTable `json:"table"`
+			} `json:"nested_loop"`
+		} `json:"query_block"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(plan), &p), plan)
+	require.Len(t, p.QueryBlock.NestedLoop, 1, plan)
+	return p.QueryBlock.NestedLoop[0].Table, plan
+}
+
+// TestPickSkipsHeldRowsAndStillFillsTheBatch: on MariaDB another
+// transaction holds the first rows in due order (a claim that has not
+// committed yet, or one that has just marked a row sent). A claim does not
+// wait for them: it skips them and still takes a full batch from the rows
+// behind them, and takes the held rows that are still due once they are
+// free.
+func TestPickSkipsHeldRowsAndStillFillsTheBatch(t *testing.T) {
+	t.Parallel()
+	s := newMariaDBStore(t)
+	ctx := context.Background()
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	ids := enqueueN(t, q, 30)
+
+	// READ COMMITTED, as a claim: under REPEATABLE READ the server keeps
+	// a lock on every row its UPDATE scanned, and on a table this small it
+	// scans them all.
+	holder, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	require.NoError(t, err)
+	defer holder.Rollback() //nolint:errcheck // a no-op after Commit
+	_, err = holder.ExecContext(ctx, `UPDATE `+q.table+` SET status = ? WHERE id = ?`, StatusSent, ids[0])
+	require.NoError(t, err)
+	held := []any{}
+	for _, id := range ids[1:10] {
+		held = append(held, id)
+	}
+	_, err = holder.ExecContext(ctx, `UPDATE `+q.table+` SET template = 'held' WHERE id IN (`+placeholders(len(held))+`)`, held...)
+	require.NoError(t, err)
+
+	claimIDs := func(n int) []int64 {
+		t.Helper()
+		jobs, err := q.claim(ctx, "w.1", n, time.Minute, nil)
+		require.NoError(t, err)
+		var got []int64
+		for _, j := range jobs {
+			got = append(got, j.id)
+		}
+		return got
+	}
+	assert.Equal(t, ids[10:25], claimIDs(15), "a full batch from behind the held rows")
+	require.NoError(t, holder.Commit())
+	assert.Equal(t, append(slices.Clone(ids[1:10]), ids[25:]...), claimIDs(20), "the rows no longer held, in due order; not the one sent meanwhile")
 }
 
 // TestCompletionIsBoundedOnTheServer holds a row lock in another
