@@ -39,19 +39,22 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 
 	var jobs []*job
+	contended := false
 	for _, status := range []int{StatusPending, StatusRetry} {
 		if len(jobs) == n {
 			break
 		}
-		picked, err := q.pick(ctx, tx, cur, status, now, n-len(jobs))
+		picked, c, err := q.pick(ctx, tx, cur, status, now, n-len(jobs))
 		if err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, picked...)
+		contended = contended || c
 	}
 	picked := len(jobs)
 	jobs = isolateSuspects(jobs)
 	if cur != nil {
+		cur.contended = contended && picked < n
 		cur.cut = len(jobs) < picked
 		if cur.cut {
 			// The rows cut off are behind the cursor's new position:
@@ -141,6 +144,11 @@ type cursor struct {
 	// suspect alone (isolateSuspects); due rows remain, so the claimer
 	// claims again at once instead of waiting for its poll interval.
 	cut bool
+	// contended: the last claim came back short because other claims
+	// held or took the rows it found, not because no more rows were due
+	// (pickSkipping); the claimer claims again after a short pause
+	// instead of its poll interval.
+	contended bool
 }
 
 type dueKey struct{ nextRun, id int64 }
@@ -149,8 +157,9 @@ type dueKey struct{ nextRun, id int64 }
 const fullPickEvery = time.Second
 
 // pick reads up to limit due rows of one status, in due order, starting at
-// cur's position when it has one.
-func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, now int64, limit int) ([]*job, error) {
+// cur's position when it has one. contended reports that it came back
+// short because of other claims (see pickSkipping).
+func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, now int64, limit int) (jobs []*job, contended bool, err error) {
 	if cur == nil {
 		return q.pickRows(ctx, tx, status, now, limit, nil)
 	}
@@ -161,19 +170,18 @@ func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, n
 		clear(cur.at)
 		cur.fullAt = t
 	}
-	var jobs []*job
 	if from, ok := cur.at[status]; ok {
-		var err error
-		if jobs, err = q.pickRows(ctx, tx, status, now, limit, &from); err != nil {
-			return nil, err
+		if jobs, contended, err = q.pickRows(ctx, tx, status, now, limit, &from); err != nil {
+			return nil, false, err
 		}
 	}
 	if len(jobs) < limit {
 		// Rows this transaction already holds come back again: skip them.
-		more, err := q.pickRows(ctx, tx, status, now, limit, nil)
+		more, c, err := q.pickRows(ctx, tx, status, now, limit, nil)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		contended = contended || c
 		held := make(map[int64]bool, len(jobs))
 		for _, j := range jobs {
 			held[j.id] = true
@@ -186,7 +194,7 @@ func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, n
 	}
 	if len(jobs) < limit {
 		delete(cur.at, status)
-		return jobs, nil
+		return jobs, contended, nil
 	}
 	last := dueKey{}
 	for _, j := range jobs {
@@ -195,7 +203,7 @@ func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, n
 		}
 	}
 	cur.at[status] = last
-	return jobs, nil
+	return jobs, false, nil
 }
 
 // pickQuery is the claim's SELECT for one status where the pick is one
@@ -242,43 +250,48 @@ func (q *Queue) dueKeysSelect(after bool) string {
 	return `SELECT t.next_run, t.id FROM ` + q.table + ` t` + dueWhere(after) + ` ORDER BY t.next_run, t.id LIMIT ?`
 }
 
-// lockDueSelect locks n rows by id that are still due in a status and
-// reads them, skipping the rows another transaction holds. Its arguments:
-// the n ids, the status, now.
+// lockDueSelect locks and reads, of n rows named by id, those that are
+// still due in a status, skipping the rows another transaction holds. Its
+// arguments: the n ids, the status, now.
 func (q *Queue) lockDueSelect(n int) string {
 	selectFrom, _ := q.withBodies(claimColumns)
 	return `SELECT ` + selectFrom + ` WHERE t.id IN (` + placeholders(n) + `) AND t.status = ? AND t.next_run <= ?` + q.d.lockSkip()
 }
 
 // maxPickRounds bounds the rounds of one pickSkipping.
-const maxPickRounds = 8
+const maxPickRounds = 4
 
 // pickRows reads up to limit due rows of one status for the claim in tx,
-// after the row at after when it is not nil.
-func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) ([]*job, error) {
+// after the row at after when it is not nil. contended reports that it
+// came back short because other claims held or took rows it found.
+func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) (jobs []*job, contended bool, err error) {
 	if !q.d.sqlite && q.d.skipLocked {
 		return q.pickSkipping(ctx, tx, status, now, limit, after)
 	}
 	rows, err := tx.QueryContext(ctx, q.pickQuery(after != nil), append(dueArgs(status, now, after), limit)...)
 	if err != nil {
-		return nil, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
+		return nil, false, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
 	}
-	return scanJobs(rows, status)
+	jobs, err = scanJobs(rows, status)
+	return jobs, false, err
 }
 
 // pickSkipping is pickRows on MySQL/MariaDB with SKIP LOCKED. Each round
-// is two statements: a plain read of the next due rows' keys from the
-// index, which takes no lock, then a locking read of those rows by primary
-// key that checks they are still due and skips the ones another claim
-// holds. Rounds go on, each after the last key read, until limit rows are
-// locked or the status has no more due rows (or maxPickRounds).
+// is two statements: a plain read of the keys of as many due rows as the
+// claim still needs, from the index, which takes no lock; then a locking
+// read of those rows by primary key that takes the ones still due and
+// skips the ones another claim holds. A round that comes back short is
+// followed by one after the last key read, up to maxPickRounds; if the
+// claim is still short while due rows remain, it reports contended, and
+// the worker claims again after a short pause (Worker.claimLoop) rather
+// than reading on past the rows the other claimers are taking.
 //
 // Why not one SELECT ... FOR UPDATE SKIP LOCKED on the index: that locks
 // an index entry and then the row for each row it returns, and tries (and
 // skips) each row the other claimers hold, all on the same few index pages
 // at the front of the due order. With several workers, the server spent
-// about a third more CPU per mail than with one, much of it spinning on
-// the latches of those pages' lock lists. The plain read locks nothing,
+// about half again as much CPU per mail as with one, much of it spinning
+// on the latches of those pages' lock lists. The plain read locks nothing,
 // and the locking read touches only the rows it may take, by id, spread
 // over the table's pages.
 //
@@ -286,8 +299,7 @@ func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64,
 // locked (another claim took it and committed): the locking read's
 // condition reads the row's latest version, so such a row is not taken,
 // and READ COMMITTED releases its lock at once.
-func (q *Queue) pickSkipping(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) ([]*job, error) {
-	var jobs []*job
+func (q *Queue) pickSkipping(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) (jobs []*job, contended bool, err error) {
 	for range maxPickRounds {
 		want := limit - len(jobs)
 		if want <= 0 {
@@ -295,9 +307,10 @@ func (q *Queue) pickSkipping(ctx context.Context, tx *sql.Tx, status int, now in
 		}
 		keys, err := q.dueKeys(ctx, tx, status, now, want, after)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if len(keys) == 0 {
+			contended = false
 			break
 		}
 		args := make([]any, 0, len(keys)+2)
@@ -306,15 +319,17 @@ func (q *Queue) pickSkipping(ctx context.Context, tx *sql.Tx, status int, now in
 		}
 		rows, err := tx.QueryContext(ctx, q.d.bounded(q.lockDueSelect(len(keys))), append(args, status, now)...)
 		if err != nil {
-			return nil, fmt.Errorf("queue: claim: locking %s rows: %w", StatusName(status), err)
+			return nil, false, fmt.Errorf("queue: claim: locking %s rows: %w", StatusName(status), err)
 		}
 		locked, err := scanJobs(rows, status)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		jobs = append(jobs, locked...)
+		contended = len(locked) < len(keys)
 		if len(keys) < want {
-			break // no more due rows
+			contended = false // no more due rows
+			break
 		}
 		after = &keys[len(keys)-1]
 	}
@@ -324,7 +339,7 @@ func (q *Queue) pickSkipping(ctx context.Context, tx *sql.Tx, status int, now in
 		}
 		return cmp.Compare(a.id, b.id)
 	})
-	return jobs, nil
+	return jobs, contended && len(jobs) < limit, nil
 }
 
 // dueKeys reads the keys of up to limit due rows of status, in due order,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,49 +126,6 @@ func analyze(t *testing.T, db *sql.DB, query string, args ...any) (planTable, st
 	require.NoError(t, json.Unmarshal([]byte(plan), &p), plan)
 	require.Len(t, p.QueryBlock.NestedLoop, 1, plan)
 	return p.QueryBlock.NestedLoop[0].Table, plan
-}
-
-// TestPickSkipsHeldRowsAndStillFillsTheBatch: on MariaDB another
-// transaction holds the first rows in due order (a claim that has not
-// committed yet, or one that has just marked a row sent). A claim does not
-// wait for them: it skips them and still takes a full batch from the rows
-// behind them, and takes the held rows that are still due once they are
-// free.
-func TestPickSkipsHeldRowsAndStillFillsTheBatch(t *testing.T) {
-	t.Parallel()
-	s := newMariaDBStore(t)
-	ctx := context.Background()
-	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
-	ids := enqueueN(t, q, 30)
-
-	// READ COMMITTED, as a claim: under REPEATABLE READ the server keeps
-	// a lock on every row its UPDATE scanned, and on a table this small it
-	// scans them all.
-	holder, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	require.NoError(t, err)
-	defer holder.Rollback() //nolint:errcheck // a no-op after Commit
-	_, err = holder.ExecContext(ctx, `UPDATE `+q.table+` SET status = ? WHERE id = ?`, StatusSent, ids[0])
-	require.NoError(t, err)
-	held := []any{}
-	for _, id := range ids[1:10] {
-		held = append(held, id)
-	}
-	_, err = holder.ExecContext(ctx, `UPDATE `+q.table+` SET template = 'held' WHERE id IN (`+placeholders(len(held))+`)`, held...)
-	require.NoError(t, err)
-
-	claimIDs := func(n int) []int64 {
-		t.Helper()
-		jobs, err := q.claim(ctx, "w.1", n, time.Minute, nil)
-		require.NoError(t, err)
-		var got []int64
-		for _, j := range jobs {
-			got = append(got, j.id)
-		}
-		return got
-	}
-	assert.Equal(t, ids[10:25], claimIDs(15), "a full batch from behind the held rows")
-	require.NoError(t, holder.Commit())
-	assert.Equal(t, append(slices.Clone(ids[1:10]), ids[25:]...), claimIDs(20), "the rows no longer held, in due order; not the one sent meanwhile")
 }
 
 // TestCompletionIsBoundedOnTheServer holds a row lock in another

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -260,6 +261,7 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 	w.running = batches
 	inFlight := make(chan struct{}, 2) // batches not yet recorded
 	retry := backoff{min: w.opts.PollInterval, max: max(maxClaimBackoff, w.opts.PollInterval)}
+	contended := backoff{min: min(contendedPause, w.opts.PollInterval), max: w.opts.PollInterval}
 	var processed int
 	for ctx.Err() == nil {
 		if err := stillOurs(); err != nil {
@@ -318,15 +320,28 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 			pause := retry.next()
 			w.log.Error("claim failed", "err", err, "retry_in", pause)
 			wait(ctx, clock, pause)
+		case n < limit && w.cursor.contended:
+			// Other claimers are taking the rows ahead: they are enough
+			// for the backlog, for now. Back off, twice as long each time
+			// in a row, up to the poll interval.
+			retry.reset()
+			d := contended.next()
+			wait(ctx, clock, d/2+mrand.N(d/2+1)) // jittered: claimers that collided part
 		case n < limit && !w.cursor.cut:
+			contended.reset()
 			retry.reset()
 			wait(ctx, clock, w.opts.PollInterval)
 		default:
 			retry.reset()
+			contended.reset()
 		}
 	}
 	return nil
 }
+
+// contendedPause is the first pause after a claim that came back short
+// because other claimers held the rows it found (cursor.contended).
+const contendedPause = 250 * time.Millisecond
 
 // claimHorizon: a claim takes about as many rows as the worker can start
 // sending within this long; the rows of a claim not started within

@@ -1,0 +1,100 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// holdRows starts a transaction on s that holds the rows ids locked, as a
+// claim that has not committed yet would, and returns it.
+func holdRows(t *testing.T, s store, q *Queue, ids []int64) *sql.Tx {
+	t.Helper()
+	// READ COMMITTED, as a claim: under REPEATABLE READ the server keeps
+	// a lock on every row its UPDATE scanned, and on a table this small it
+	// scans them all.
+	holder, err := s.db.BeginTx(context.Background(), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback() })
+	args := []any{}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	_, err = holder.Exec(`UPDATE `+q.table+` SET template = 'held' WHERE id IN (`+placeholders(len(args))+`)`, args...)
+	require.NoError(t, err)
+	return holder
+}
+
+// TestPickSkipsHeldRows: on MariaDB another transaction holds rows at the
+// front of the due order (a claim that has not committed yet, or one that
+// has just marked a row sent). A claim does not wait for them: it takes
+// the rows behind them, looking as far ahead as a few times its own size;
+// one that finds nothing but held rows that far reports contention rather
+// than an empty queue; once the rows are free, the ones still due are
+// taken.
+func TestPickSkipsHeldRows(t *testing.T) {
+	t.Parallel()
+	s := newMariaDBStore(t)
+	ctx := context.Background()
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	ids := enqueueN(t, q, 40)
+	holder := holdRows(t, s, q, ids[1:25])
+	_, err := holder.ExecContext(ctx, `UPDATE `+q.table+` SET status = ? WHERE id = ?`, StatusSent, ids[0])
+	require.NoError(t, err)
+
+	var cur cursor
+	claimIDs := func(n int) []int64 {
+		t.Helper()
+		jobs, err := q.claim(ctx, "w.1", n, time.Minute, &cur)
+		require.NoError(t, err)
+		var got []int64
+		for _, j := range jobs {
+			got = append(got, j.id)
+		}
+		return got
+	}
+	assert.Empty(t, claimIDs(5), "25 held rows ahead: a claim of 5 looks 20 rows ahead")
+	assert.True(t, cur.contended, "due rows remain: the claim was short because of other claims")
+
+	assert.Equal(t, ids[25:37], claimIDs(12), "a claim of 12 looks past them, and takes its rows in due order")
+	assert.False(t, cur.contended)
+
+	require.NoError(t, holder.Commit())
+	assert.ElementsMatch(t, append(ids[1:25:25], ids[37:]...), claimIDs(30), "the rows no longer held; not the one sent meanwhile")
+	assert.False(t, cur.contended, "short because nothing else is due")
+}
+
+// TestWorkerBacksOffFromContention: a worker whose claims find only rows
+// that other claims hold does not take that for an empty queue and sleep
+// its poll interval (a minute here): it claims again after a short,
+// growing pause, and takes the rows as soon as they are free.
+func TestWorkerBacksOffFromContention(t *testing.T) {
+	t.Parallel()
+	s := newMariaDBStore(t)
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	ids := enqueueN(t, q, 40)
+	holder := holdRows(t, s, q, ids[:24])
+
+	var claims atomic.Int64
+	tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+		return transport.Receipt{MessageID: m.MessageID}, nil
+	})
+	w, err := NewWorker(q, tr, &WorkerOptions{Batch: 2, Concurrency: 1, PollInterval: time.Minute, CleanupInterval: -1,
+		Observer: &Observer{ClaimFunc: func(ClaimEvent) { claims.Add(1) }}, Logger: quietLogger()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); assert.NoError(t, w.Run(ctx)) }()
+	defer func() { cancel(); <-done }()
+
+	waitProgress(t, "claims", 20*time.Second, 3, func() int { return int(claims.Load()) })
+	assert.Zero(t, w.Stats().Sent, "every row in reach is held")
+	require.NoError(t, holder.Rollback())
+	waitProgress(t, "sent", 20*time.Second, 40, func() int { return int(w.Stats().Sent) })
+}
