@@ -132,6 +132,11 @@ type Result struct {
 	// mail (MySQL/MariaDB only; on a shared server it includes the others'
 	// writes).
 	RedoPerMailKB float64 `json:"redo_per_mail_kb,omitempty"`
+	// PagesPerMail is how many times the server's buffer pool was asked for
+	// a page during the drain, per mail (MySQL/MariaDB only; on a shared
+	// server it includes the others' reads): the database's work, counted
+	// rather than timed, so it barely moves with the machine's load.
+	PagesPerMail float64 `json:"pages_per_mail,omitempty"`
 	// WorkerCPUPerMailUS and DBCPUPerMailUS are the CPU time the workers
 	// (this process and its children) and the database server (when it
 	// runs on this machine; SQLite is in the workers) spent per mail during
@@ -162,7 +167,8 @@ func (r *Result) Line() string {
 	}
 	fields = append(fields, fmt.Sprintf("worker_cpu_us_per_mail=%.0f", r.WorkerCPUPerMailUS))
 	if r.Store == "mysql" {
-		fields = append(fields, fmt.Sprintf("db_cpu_us_per_mail=%.0f", r.DBCPUPerMailUS), fmt.Sprintf("redo_per_mail_kb=%.2f", r.RedoPerMailKB))
+		fields = append(fields, fmt.Sprintf("db_cpu_us_per_mail=%.0f", r.DBCPUPerMailUS), fmt.Sprintf("redo_per_mail_kb=%.2f", r.RedoPerMailKB),
+			fmt.Sprintf("pages_per_mail=%.1f", r.PagesPerMail))
 	}
 	if r.Transport == "smtp" {
 		fields = append(fields, fmt.Sprintf("smtp_connections=%d", r.SMTPConnections))
@@ -232,18 +238,47 @@ func storeName(db *sql.DB) string {
 	return "sqlite"
 }
 
-// redoLSN returns the server's current redo log sequence number (0 where
-// the server does not report it, or for SQLite).
-func redoLSN(ctx context.Context, db *sql.DB) int64 {
+// serverCounters are two of the server's counters, read before and after
+// a drain.
+type serverCounters struct{ lsn, pageReads int64 }
+
+// readCounters reads the server's redo log sequence number and its buffer
+// pool's page requests (zero where the server does not report them, or for
+// SQLite).
+func readCounters(ctx context.Context, db *sql.DB) serverCounters {
+	var c serverCounters
 	if storeName(db) != "mysql" {
-		return 0
+		return c
 	}
-	var name string
-	var lsn int64
-	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_lsn_current'").Scan(&name, &lsn); err != nil {
-		return 0
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_lsn_current', 'Innodb_buffer_pool_read_requests')")
+	if err != nil {
+		return c
 	}
-	return lsn
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var v int64
+		if rows.Scan(&name, &v) != nil {
+			return serverCounters{}
+		}
+		switch strings.ToLower(name) {
+		case "innodb_lsn_current":
+			c.lsn = v
+		case "innodb_buffer_pool_read_requests":
+			c.pageReads = v
+		}
+	}
+	return c
+}
+
+// perMail fills the redo and page figures of r from two readings.
+func (r *Result) perMail(before, after serverCounters) {
+	if before.lsn > 0 {
+		r.RedoPerMailKB = float64(after.lsn-before.lsn) / 1024 / float64(r.Messages)
+	}
+	if before.pageReads > 0 {
+		r.PagesPerMail = float64(after.pageReads-before.pageReads) / float64(r.Messages)
+	}
 }
 
 // cpuPerMail fills the CPU figures of r from two readings.

@@ -119,7 +119,7 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 		deadlocks atomic.Int64
 		errs      atomic.Int64
 	)
-	lsn := redoLSN(ctx, admin)
+	counters := readCounters(ctx, admin)
 	cpu := newCPUClock(ctx, admin)
 	cpu0 := cpu.read()
 	start := time.Now()
@@ -149,9 +149,7 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 	wg.Wait()
 	finish(r, tr, start)
 	r.cpuPerMail(cpu0, cpu.read())
-	if lsn > 0 {
-		r.RedoPerMailKB = float64(redoLSN(ctx, admin)-lsn) / 1024 / float64(o.Messages)
-	}
+	r.perMail(counters, readCounters(ctx, admin))
 	r.Deadlocks, r.LogErrors, r.RSSMB = int(deadlocks.Load()), int(errs.Load()), peakRSSMB()
 	r.P50ClaimMS, r.P99ClaimMS = percentile(claims, 50), percentile(claims, 99)
 	var unsent int

@@ -76,7 +76,7 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 		defer sink.close()
 	}
 	var ds *drainStats
-	lsn := redoLSN(ctx, admin)
+	counters := readCounters(ctx, admin)
 	cpu := newCPUClock(ctx, admin)
 	cpu0 := cpu.read()
 	start := time.Now()
@@ -90,9 +90,7 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 	}
 	finish(r, tr, start)
 	r.cpuPerMail(cpu0, cpu.read())
-	if lsn > 0 {
-		r.RedoPerMailKB = float64(redoLSN(ctx, admin)-lsn) / 1024 / float64(o.Messages)
-	}
+	r.perMail(counters, readCounters(ctx, admin))
 	r.Deadlocks, r.LogErrors, r.RSSMB = ds.deadlocks, ds.logErrors, ds.rssMB
 	if sink != nil {
 		r.SMTPConnections = sink.connections()
