@@ -31,7 +31,7 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		return nil, nil
 	}
 	now := q.now()
-	tx, done, err := q.beginWrite(ctx)
+	tx, done, err := q.beginWriteWith(ctx, q.d.claimTxOptions())
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim: begin: %w", err)
 	}
@@ -298,7 +298,8 @@ func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64,
 // A row can look due to the plain read and not be by the time it is
 // locked (another claim took it and committed): the locking read's
 // condition reads the row's latest version, so such a row is not taken,
-// and READ COMMITTED releases its lock at once.
+// and its lock is released at once (READ UNCOMMITTED, the claim's level,
+// and READ COMMITTED do that alike; see claimTxOptions).
 func (q *Queue) pickSkipping(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) (jobs []*job, contended bool, err error) {
 	for range maxPickRounds {
 		want := limit - len(jobs)

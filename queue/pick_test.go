@@ -98,3 +98,43 @@ func TestWorkerBacksOffFromContention(t *testing.T) {
 	require.NoError(t, holder.Rollback())
 	waitProgress(t, "sent", 20*time.Second, 40, func() int { return int(w.Stats().Sent) })
 }
+
+// TestClaimSkipsUncommittedMail: a claim's plain read on MariaDB sees
+// uncommitted rows (READ UNCOMMITTED, see claimTxOptions), but a mail
+// whose enqueue has not committed is never claimed, and the claim does not
+// wait for it; once committed it is claimed, and a rolled-back one never
+// is.
+func TestClaimSkipsUncommittedMail(t *testing.T) {
+	t.Parallel()
+	s := newMariaDBStore(t)
+	ctx := context.Background()
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	ids := enqueueN(t, q, 3)
+	enqueueOpen := func(to string) (*sql.Tx, int64) {
+		t.Helper()
+		tx, err := s.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback() })
+		id, err := q.Enqueue(ctx, tx, testMessage(to))
+		require.NoError(t, err)
+		return tx, id
+	}
+	committed, late := enqueueOpen("late@example.com")
+	rolledBack, _ := enqueueOpen("never@example.com")
+
+	claimIDs := func() []int64 {
+		t.Helper()
+		jobs, err := q.claim(ctx, "w.1", 10, time.Minute, nil)
+		require.NoError(t, err)
+		var got []int64
+		for _, j := range jobs {
+			got = append(got, j.id)
+		}
+		return got
+	}
+	assert.Equal(t, ids, claimIDs(), "only the committed mail")
+	require.NoError(t, committed.Commit())
+	require.NoError(t, rolledBack.Rollback())
+	assert.Equal(t, []int64{late}, claimIDs())
+	assert.Empty(t, claimIDs())
+}
