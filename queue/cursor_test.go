@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,16 +20,7 @@ func TestCursorStillClaimsRowsBehindIt(t *testing.T) {
 		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
 		ids := enqueueN(t, q, 12)
 		var cur cursor
-		claimIDs := func(n int) []int64 {
-			t.Helper()
-			jobs, err := q.claim(ctx, "w.1", n, time.Minute, &cur)
-			require.NoError(t, err)
-			var got []int64
-			for _, j := range jobs {
-				got = append(got, j.id)
-			}
-			return got
-		}
+		claimIDs := func(n int) []int64 { t.Helper(); return claimedIDs(t, q, n, &cur) }
 		assert.Equal(t, ids[:3], claimIDs(3))
 
 		// A row due before the cursor's position: the next full pick is

@@ -31,6 +31,19 @@ func holdRows(t *testing.T, s store, q *Queue, ids []int64) *sql.Tx {
 	return holder
 }
 
+// claimedIDs claims up to n rows of q for one claimer, with its cursor
+// cur (nil: none), and returns their ids in the claim's order.
+func claimedIDs(t *testing.T, q *Queue, n int, cur *cursor) []int64 {
+	t.Helper()
+	jobs, err := q.claim(context.Background(), "w.1", n, time.Minute, cur)
+	require.NoError(t, err)
+	var got []int64
+	for _, j := range jobs {
+		got = append(got, j.id)
+	}
+	return got
+}
+
 // TestPickSkipsHeldRows: on MariaDB another transaction holds rows at the
 // front of the due order (a claim that has not committed yet, or one that
 // has just marked a row sent). A claim does not wait for them: it takes
@@ -49,16 +62,7 @@ func TestPickSkipsHeldRows(t *testing.T) {
 	require.NoError(t, err)
 
 	var cur cursor
-	claimIDs := func(n int) []int64 {
-		t.Helper()
-		jobs, err := q.claim(ctx, "w.1", n, time.Minute, &cur)
-		require.NoError(t, err)
-		var got []int64
-		for _, j := range jobs {
-			got = append(got, j.id)
-		}
-		return got
-	}
+	claimIDs := func(n int) []int64 { t.Helper(); return claimedIDs(t, q, n, &cur) }
 	assert.Empty(t, claimIDs(5), "25 held rows ahead: a claim of 5 looks 20 rows ahead")
 	assert.True(t, cur.contended, "due rows remain: the claim was short because of other claims")
 
@@ -122,16 +126,7 @@ func TestClaimSkipsUncommittedMail(t *testing.T) {
 	committed, late := enqueueOpen("late@example.com")
 	rolledBack, _ := enqueueOpen("never@example.com")
 
-	claimIDs := func() []int64 {
-		t.Helper()
-		jobs, err := q.claim(ctx, "w.1", 10, time.Minute, nil)
-		require.NoError(t, err)
-		var got []int64
-		for _, j := range jobs {
-			got = append(got, j.id)
-		}
-		return got
-	}
+	claimIDs := func() []int64 { t.Helper(); return claimedIDs(t, q, 10, nil) }
 	assert.Equal(t, ids, claimIDs(), "only the committed mail")
 	require.NoError(t, committed.Commit())
 	require.NoError(t, rolledBack.Rollback())
