@@ -21,6 +21,10 @@ type dialect struct {
 	// returning: INSERT ... RETURNING, with scalar subqueries in it
 	// (SQLite, MariaDB >= 10.5; not MySQL).
 	returning bool
+	// readUncommitted: the server runs a transaction in READ UNCOMMITTED
+	// the way InnoDB does (claimTxOptions); TiDB, which reports a MySQL
+	// version, refuses that level.
+	readUncommitted bool
 }
 
 // detectDialect tells the store behind db from its driver and, for MySQL,
@@ -43,7 +47,8 @@ func detectDialect(ctx context.Context, db *sql.DB) (dialect, error) {
 // mysqlDialect derives the dialect from a VERSION() string such as
 // "10.11.19-MariaDB-0+deb12u1" or "8.0.36".
 func mysqlDialect(version string) dialect {
-	d := dialect{mariadb: strings.Contains(strings.ToLower(version), "mariadb")}
+	lower := strings.ToLower(version)
+	d := dialect{mariadb: strings.Contains(lower, "mariadb"), readUncommitted: !strings.Contains(lower, "tidb")}
 	major, minor, patch := parseVersion(version)
 	if d.mariadb {
 		d.skipLocked = major > 10 || (major == 10 && minor >= 6)
@@ -122,9 +127,9 @@ func (d dialect) txOptions() *sql.TxOptions {
 // its lock, on its latest committed version, and skips rows another
 // transaction holds, an uncommitted insert included. InnoDB's locking
 // reads and updates behave the same under READ UNCOMMITTED as under READ
-// COMMITTED. Elsewhere, txOptions.
+// COMMITTED. Elsewhere (SQLite, no SKIP LOCKED, TiDB), txOptions.
 func (d dialect) claimTxOptions() *sql.TxOptions {
-	if !d.sqlite && d.skipLocked {
+	if !d.sqlite && d.skipLocked && d.readUncommitted {
 		return &sql.TxOptions{Isolation: sql.LevelReadUncommitted}
 	}
 	return d.txOptions()

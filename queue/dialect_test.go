@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,22 +12,26 @@ import (
 
 func TestMySQLDialect(t *testing.T) {
 	cases := []struct {
-		version             string
-		mariadb, skipLocked bool
+		version                                   string
+		mariadb, skipLocked, claimReadUncommitted bool
 	}{
-		{"10.11.19-MariaDB-0+deb12u1", true, true},
-		{"10.6.0-MariaDB", true, true},
-		{"10.5.23-MariaDB-log", true, false},
-		{"11.4.2-MariaDB", true, true},
-		{"8.0.36", false, true},
-		{"8.0.0-dmr", false, false},
-		{"5.7.44-log", false, false},
-		{"9.1.0", false, true},
+		{"10.11.19-MariaDB-0+deb12u1", true, true, true},
+		{"10.6.0-MariaDB", true, true, true},
+		{"10.5.23-MariaDB-log", true, false, false},
+		{"11.4.2-MariaDB", true, true, true},
+		{"8.0.36", false, true, true},
+		{"8.0.0-dmr", false, false, false},
+		{"5.7.44-log", false, false, false},
+		{"9.1.0", false, true, true},
+		{"8.0.11-TiDB-v7.5.1", false, true, false}, // TiDB refuses READ UNCOMMITTED
 	}
 	for _, c := range cases {
 		d := mysqlDialect(c.version)
 		if d.mariadb != c.mariadb || d.skipLocked != c.skipLocked || d.sqlite {
 			t.Errorf("%s: got %+v", c.version, d)
+		}
+		if ru := d.claimTxOptions().Isolation == sql.LevelReadUncommitted; ru != c.claimReadUncommitted {
+			t.Errorf("%s: claim in READ UNCOMMITTED: %v", c.version, ru)
 		}
 	}
 }
