@@ -283,7 +283,7 @@ func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64,
 // skips the ones another claim holds. A round that comes back short is
 // followed by one after the last key read, up to maxPickRounds; if the
 // claim is still short while due rows remain, it reports contended, and
-// the worker claims again after a short pause (Worker.claimLoop) rather
+// the worker backs off before it claims again (Worker.claimLoop) rather
 // than reading on past the rows the other claimers are taking.
 //
 // Why not one SELECT ... FOR UPDATE SKIP LOCKED on the index: that locks
