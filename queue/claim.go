@@ -146,8 +146,8 @@ type cursor struct {
 	cut bool
 	// contended: the last claim came back short because other claims
 	// held or took the rows it found, not because no more rows were due
-	// (pickSkipping); the claimer claims again after a short pause
-	// instead of its poll interval.
+	// (pickSkipping); the claimer backs off, for less than its poll
+	// interval at first (Worker.claimLoop).
 	contended bool
 }
 
@@ -235,6 +235,7 @@ func dueWhere(after bool) string {
 	return where
 }
 
+// dueArgs are the arguments of dueWhere(after != nil).
 func dueArgs(status int, now int64, after *dueKey) []any {
 	args := []any{status, now}
 	if after != nil {

@@ -31,6 +31,15 @@ func holdRows(t *testing.T, s store, q *Queue, ids []int64) *sql.Tx {
 	return holder
 }
 
+// dueMailOnMariaDB returns a queue on a fresh MariaDB lane with n mails
+// due, and their ids.
+func dueMailOnMariaDB(t *testing.T, n int) (store, *Queue, []int64) {
+	t.Helper()
+	s := newMariaDBStore(t)
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	return s, q, enqueueN(t, q, n)
+}
+
 // claimedIDs claims up to n rows of q for one claimer, with its cursor
 // cur (nil: none), and returns their ids in the claim's order.
 func claimedIDs(t *testing.T, q *Queue, n int, cur *cursor) []int64 {
@@ -53,10 +62,8 @@ func claimedIDs(t *testing.T, q *Queue, n int, cur *cursor) []int64 {
 // taken.
 func TestPickSkipsHeldRows(t *testing.T) {
 	t.Parallel()
-	s := newMariaDBStore(t)
+	s, q, ids := dueMailOnMariaDB(t, 40)
 	ctx := context.Background()
-	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
-	ids := enqueueN(t, q, 40)
 	holder := holdRows(t, s, q, ids[1:25])
 	_, err := holder.ExecContext(ctx, `UPDATE `+q.table+` SET status = ? WHERE id = ?`, StatusSent, ids[0])
 	require.NoError(t, err)
@@ -80,9 +87,7 @@ func TestPickSkipsHeldRows(t *testing.T) {
 // growing pause, and takes the rows as soon as they are free.
 func TestWorkerBacksOffFromContention(t *testing.T) {
 	t.Parallel()
-	s := newMariaDBStore(t)
-	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
-	ids := enqueueN(t, q, 40)
+	s, q, ids := dueMailOnMariaDB(t, 40)
 	holder := holdRows(t, s, q, ids[:24])
 
 	var claims atomic.Int64
@@ -110,10 +115,8 @@ func TestWorkerBacksOffFromContention(t *testing.T) {
 // is.
 func TestClaimSkipsUncommittedMail(t *testing.T) {
 	t.Parallel()
-	s := newMariaDBStore(t)
+	s, q, ids := dueMailOnMariaDB(t, 3)
 	ctx := context.Background()
-	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
-	ids := enqueueN(t, q, 3)
 	enqueueOpen := func(to string) (*sql.Tx, int64) {
 		t.Helper()
 		tx, err := s.db.BeginTx(ctx, nil)

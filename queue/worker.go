@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -325,8 +324,10 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 			// for the backlog, for now. Back off, twice as long each time
 			// in a row, up to the poll interval.
 			retry.reset()
+			// Jittered, between half and all of it, so that claimers that
+			// collided part.
 			d := contended.next()
-			wait(ctx, clock, d/2+mrand.N(d/2+1)) // jittered: claimers that collided part
+			wait(ctx, clock, withJitter(d/2, 1))
 		case n < limit && !w.cursor.cut:
 			contended.reset()
 			retry.reset()
