@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,8 +34,44 @@ func TestBenchPrintsOneLineAndJSON(t *testing.T) {
 	require.Equal(t, 50, r.Messages)
 }
 
+func TestBenchRepeatsAndSummarizes(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
+	code, out, stderr := mailspool(t, "bench", "--db", db, "--messages", "40", "--workers", "2", "--poll", "20ms", "--algorithm", "both", "--repeat", "2")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "bench: run 2 of 2")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 6, out)
+	for i, want := range []string{"algorithm=classic", "algorithm=mailspool", "algorithm=classic", "algorithm=mailspool"} {
+		require.Contains(t, lines[i], " "+want+" ")
+		require.True(t, strings.HasSuffix(lines[i], fmt.Sprintf(" run=%d", i/2+1)), lines[i])
+	}
+	require.True(t, strings.HasPrefix(lines[4], "bench-summary algorithm=classic runs=2 "), lines[4])
+	require.True(t, strings.HasPrefix(lines[5], "bench-summary algorithm=mailspool runs=2 "), lines[5])
+	require.Contains(t, lines[5], " vs_classic_median=")
+	require.Contains(t, lines[5], " lost=0")
+
+	code, out, stderr = mailspool(t, "bench", "--db", db, "--messages", "30", "--poll", "20ms", "--repeat", "2", "--json", "--quiet")
+	require.Equal(t, 0, code, stderr)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	var s struct {
+		Kind      string `json:"kind"`
+		Runs      int    `json:"runs"`
+		DrainPerS struct {
+			Median, Min, Max float64
+		} `json:"drain_per_s"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[2]), &s))
+	require.Equal(t, "summary", s.Kind)
+	require.Equal(t, 2, s.Runs)
+	require.True(t, s.DrainPerS.Min > 0 && s.DrainPerS.Min <= s.DrainPerS.Median && s.DrainPerS.Median <= s.DrainPerS.Max, "%+v", s.DrainPerS)
+}
+
 func TestBenchRefusesBadFlags(t *testing.T) {
-	code, _, stderr := mailspool(t, "bench", "--algorithm", "fifo", "--db", "sqlite:"+filepath.Join(t.TempDir(), "b.db"))
+	code, _, stderr := mailspool(t, "bench", "--repeat", "0", "--db", "sqlite:"+filepath.Join(t.TempDir(), "b.db"))
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--repeat 0")
+	code, _, stderr = mailspool(t, "bench", "--algorithm", "fifo", "--db", "sqlite:"+filepath.Join(t.TempDir(), "b.db"))
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, `algorithm "fifo"`)
 	code, stdout, _ := mailspool(t, "help")

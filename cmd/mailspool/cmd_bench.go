@@ -12,7 +12,7 @@ import (
 )
 
 func runBench(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench", "--db URL [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--algorithm mailspool|classic|both] [--json]")
+	fs := newFlagSet(e, "bench", "--db URL [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--algorithm mailspool|classic|both] [--repeat N] [--json]")
 	var o bench.Options
 	db := fs.String("db", "", "database URL (default: $MAILSPOOL_DATABASE or "+config.DefaultDatabase+"); the run drops and re-creates its own tables only (--table)")
 	fs.IntVar(&o.Workers, "workers", 4, "workers draining the queue, each with its own connection pool")
@@ -28,12 +28,16 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&o.Limits, "limits", false, "enqueue with per-recipient and per-IP rate limits on (never reached), to measure their cost")
 	fs.BoolVar(&o.SMTP, "smtp", false, "send through the SMTP adapter to an in-process SMTP server on loopback instead of the fake transport")
 	fs.StringVar(&o.Table, "table", "mailspool_bench", "lane table of the run")
+	fs.IntVar(&o.Repeat, "repeat", 1, "run the whole benchmark N times (the algorithms in turn within each run), then print each algorithm's median, least and greatest figures on a bench-summary line")
 	fs.DurationVar(&o.Stall, "stall", bench.DefaultStall, "give up when no mail was delivered for this long; what is undelivered then is lost")
 	asJSON := fs.Bool("json", false, "print the results as JSON (one object per line) instead of bench lines")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of this process (producers, goroutine workers, the SQLite engine) to this file, for go tool pprof")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if o.Repeat < 1 {
+		return usageError{fmt.Sprintf("--repeat %d: want 1 or more runs", o.Repeat)}
 	}
 	cfg, err := config.Load("", *db)
 	if err != nil {
@@ -51,19 +55,32 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		defer stop()
 	}
 	results, err := bench.Run(ctx, o)
+	print := func(v any, line string) error {
+		if !*asJSON {
+			_, werr := fmt.Fprintln(e.stdout, line)
+			return werr
+		}
+		b, jerr := json.Marshal(v)
+		if jerr != nil {
+			return jerr
+		}
+		_, werr := fmt.Fprintln(e.stdout, string(b))
+		return werr
+	}
 	for _, r := range results {
-		if *asJSON {
-			b, jerr := json.Marshal(r)
-			if jerr != nil {
-				return jerr
-			}
-			fmt.Fprintln(e.stdout, string(b))
-		} else {
-			fmt.Fprintln(e.stdout, r.Line())
+		if perr := print(r, r.Line()); perr != nil {
+			return perr
 		}
 	}
 	if err != nil {
 		return err
+	}
+	if o.Repeat > 1 {
+		for _, s := range bench.Summarize(results) {
+			if perr := print(s, s.Line()); perr != nil {
+				return perr
+			}
+		}
 	}
 	for _, r := range results {
 		if r.Algorithm == bench.Mailspool {

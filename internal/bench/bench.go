@@ -62,6 +62,11 @@ type Options struct {
 	// Stall ends the drain when no mail was delivered for this long
 	// (default DefaultStall); the mails not delivered by then are lost.
 	Stall time.Duration
+	// Repeat runs the whole benchmark this many times (default 1), the
+	// algorithms taking turns within each run, so that a figure can be
+	// read as a median and a spread (Summarize) instead of one sample of a
+	// noisy machine.
+	Repeat int
 	// Progress receives a progress line about every second (nil: none).
 	Progress io.Writer
 }
@@ -85,14 +90,17 @@ func (o *Options) setDefaults() error {
 	if o.Stall == 0 {
 		o.Stall = DefaultStall
 	}
+	if o.Repeat == 0 {
+		o.Repeat = 1
+	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
 	switch {
 	case o.DB == "":
 		return errors.New("bench: no database URL")
-	case o.Workers < 1 || o.Producers < 1 || o.Messages < 1:
-		return fmt.Errorf("bench: workers (%d), producers (%d) and messages (%d) must be at least 1", o.Workers, o.Producers, o.Messages)
+	case o.Workers < 1 || o.Producers < 1 || o.Messages < 1 || o.Repeat < 1:
+		return fmt.Errorf("bench: workers (%d), producers (%d), messages (%d) and repeat (%d) must be at least 1", o.Workers, o.Producers, o.Messages, o.Repeat)
 	case o.Latency < 0 || o.History < 0 || o.Stall < 0 || o.PollInterval < 0 || o.Batch < 0 || o.Concurrency < 0:
 		return errors.New("bench: negative latency, history, stall, poll interval, batch or concurrency")
 	case o.Algorithm != Mailspool && o.Algorithm != Classic && o.Algorithm != Both:
@@ -107,6 +115,9 @@ func (o *Options) setDefaults() error {
 
 // Result is what one algorithm did in a run.
 type Result struct {
+	// Run is which run of a repeated benchmark (Options.Repeat) this is,
+	// from 1; 0 when the benchmark ran once.
+	Run          int     `json:"run,omitempty"`
 	Store        string  `json:"store"` // "mysql" or "sqlite"
 	Algorithm    string  `json:"algorithm"`
 	Transport    string  `json:"transport"` // "fake" or "smtp"
@@ -173,6 +184,9 @@ func (r *Result) Line() string {
 	if r.Transport == "smtp" {
 		fields = append(fields, fmt.Sprintf("smtp_connections=%d", r.SMTPConnections))
 	}
+	if r.Run > 0 {
+		fields = append(fields, fmt.Sprintf("run=%d", r.Run))
+	}
 	return "bench " + strings.Join(fields, " ")
 }
 
@@ -185,10 +199,11 @@ func (r *Result) Err() error {
 	return fmt.Errorf("bench: %s: %d lost, %d duplicates, %d delivered but not recorded as sent", r.Algorithm, r.Lost, r.Duplicates, r.Unrecorded)
 }
 
-// Run runs the benchmark and returns one Result per algorithm, Classic
-// first when both run. Only the Mailspool result's Err is a failure of the
-// queue; the classic baseline is expected to lose and duplicate mail under
-// load, and its figures say how much.
+// Run runs the benchmark and returns one Result per algorithm and run,
+// in the order they ran: Classic first when both run, then the next run.
+// Only the Mailspool results' Err is a failure of the queue; the classic
+// baseline is expected to lose and duplicate mail under load, and its
+// figures say how much.
 func Run(ctx context.Context, opts Options) ([]*Result, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
@@ -202,21 +217,34 @@ func Run(ctx context.Context, opts Options) ([]*Result, error) {
 		return nil, fmt.Errorf("bench: connecting: %w", err)
 	}
 	var results []*Result
-	if opts.Algorithm == Classic || opts.Algorithm == Both {
-		r, err := runClassic(ctx, admin, &opts)
-		if err != nil {
-			return results, err
+	for run := 1; run <= opts.Repeat; run++ {
+		if opts.Repeat > 1 {
+			fmt.Fprintf(opts.Progress, "bench: run %d of %d\n", run, opts.Repeat)
 		}
-		results = append(results, r)
-	}
-	if opts.Algorithm == Mailspool || opts.Algorithm == Both {
-		r, err := runMailspool(ctx, admin, &opts)
-		if err != nil {
-			return results, err
+		if opts.Algorithm == Classic || opts.Algorithm == Both {
+			r, err := runClassic(ctx, admin, &opts)
+			if err != nil {
+				return results, err
+			}
+			results = append(results, numbered(r, run, opts.Repeat))
 		}
-		results = append(results, r)
+		if opts.Algorithm == Mailspool || opts.Algorithm == Both {
+			r, err := runMailspool(ctx, admin, &opts)
+			if err != nil {
+				return results, err
+			}
+			results = append(results, numbered(r, run, opts.Repeat))
+		}
 	}
 	return results, nil
+}
+
+// numbered sets r.Run when the benchmark runs more than once.
+func numbered(r *Result, run, repeat int) *Result {
+	if repeat > 1 {
+		r.Run = run
+	}
+	return r
 }
 
 func newResult(db *sql.DB, o *Options, algorithm string) *Result {

@@ -208,3 +208,35 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+func TestSummarizeGivesMedianAndSpreadPerAlgorithm(t *testing.T) {
+	var results []*Result
+	for run, drains := range [][2]float64{{100, 1000}, {50, 1500}, {200, 800}, {100, 1200}} {
+		results = append(results,
+			&Result{Run: run + 1, Algorithm: Classic, DrainPerS: drains[0], Duplicates: 3, Deadlocks: 1},
+			&Result{Run: run + 1, Algorithm: Mailspool, DrainPerS: drains[1], PagesPerMail: float64(30 + run), Store: "mysql"})
+	}
+	sums := Summarize(results)
+	require.Len(t, sums, 2)
+	c, m := sums[0], sums[1]
+	require.Equal(t, Classic, c.Algorithm)
+	require.Equal(t, 4, c.Runs)
+	require.Equal(t, Spread{Median: 100, Min: 50, Max: 200}, c.DrainPerS)
+	require.Equal(t, 12, c.Duplicates)
+	require.Equal(t, 4, c.Deadlocks)
+	require.Nil(t, c.VsClassic, "the classic run is not compared with itself")
+
+	require.Equal(t, Mailspool, m.Algorithm)
+	require.Equal(t, Spread{Median: 1100, Min: 800, Max: 1500}, m.DrainPerS, "an even count's median is the mean of the middle two")
+	require.Equal(t, Spread{Median: 31.5, Min: 30, Max: 33}, m.PagesPerMail)
+	// Drain over the classic drain of the same run: 10, 30, 4, 12.
+	require.Equal(t, &Spread{Median: 11, Min: 4, Max: 30}, m.VsClassic)
+	require.Zero(t, m.Duplicates)
+
+	line := m.Line()
+	for _, field := range []string{"bench-summary ", " runs=4", " drain_per_s_median=1100", " drain_per_s_min=800", " drain_per_s_max=1500",
+		" pages_per_mail_median=31.5", " vs_classic_median=11.0", " duplicates=0", " lost=0"} {
+		require.Contains(t, line, field)
+	}
+	require.NotContains(t, line, "db_cpu_us_per_mail", "a figure no run reported is left out")
+}
