@@ -55,7 +55,11 @@ func BenchmarkDrain(b *testing.B) {
 // enqueue, COMMIT; 4 goroutines, one mail per transaction), the bare INSERT
 // of a row with Enqueue without limits (one statement), the same INSERT
 // under a savepoint (what every enqueue used to cost), and Enqueue with
-// both rate limits on (never reached). The variants take turns, so each
+// both rate limits on (never reached). Two more variants bound what any
+// limit counted in the caller's transaction can cost: the bare INSERT after
+// a round trip that does nothing ("roundtrip": SELECT 1), and after the
+// least write a counter needs ("counter": a one-row UPDATE ... SET n = n +
+// 1 by primary key of an existing counter row). The variants take turns, so each
 // sees the same load on a busy machine; each reports its mean transaction
 // time (ns/<variant>) and its speed relative to the bare INSERT
 // (%bare-<variant>, higher is better):
@@ -94,11 +98,33 @@ func BenchmarkEnqueue(b *testing.B) {
 					_, err := limited.Enqueue(ctx, tx, m, ClientIP(fmt.Sprintf("192.0.2.%d", i%250+1)))
 					return err
 				}},
+				{"roundtrip", func(ctx context.Context, tx *sql.Tx, m *transport.Message, _ int64) error {
+					if _, err := tx.ExecContext(ctx, "SELECT 1"); err != nil {
+						return err
+					}
+					_, err := plain.insertRow(ctx, tx, m, &opts, time.Now())
+					return err
+				}},
+				{"counter", func(ctx context.Context, tx *sql.Tx, m *transport.Message, i int64) error {
+					res, err := tx.ExecContext(ctx, `UPDATE `+limited.limits+` SET n = n + 1 WHERE lkey = ?`, fmt.Sprintf("floor-%d", i%250))
+					if err != nil {
+						return err
+					}
+					if n, err := res.RowsAffected(); err != nil || n != 1 {
+						return fmt.Errorf("counter floor: %d rows updated (%v)", n, err)
+					}
+					_, err = plain.insertRow(ctx, tx, m, &opts, time.Now())
+					return err
+				}},
+			}
+			for i := range 250 {
+				_, err := s.db.Exec(`INSERT INTO `+limited.limits+` (lkey, window_start, n) VALUES (?, 0, 0)`, fmt.Sprintf("floor-%d", i))
+				require.NoError(b, err)
 			}
 			var (
 				n     atomic.Int64
-				total [4]atomic.Int64
-				count [4]atomic.Int64
+				total [6]atomic.Int64
+				count [6]atomic.Int64
 			)
 			ctx := context.Background()
 			b.SetParallelism(2) // 4 goroutines on this 2-core machine
