@@ -148,6 +148,10 @@ type Result struct {
 	// server it includes the others' reads): the database's work, counted
 	// rather than timed, so it barely moves with the machine's load.
 	PagesPerMail float64 `json:"pages_per_mail,omitempty"`
+	// DiskReadsPerMail is how many of those pages the server had to read
+	// from disk (Innodb_buffer_pool_reads), per mail: above zero, the
+	// table outgrew the buffer pool and the drain measures the disk too.
+	DiskReadsPerMail float64 `json:"disk_reads_per_mail,omitempty"`
 	// WorkerCPUPerMailUS and DBCPUPerMailUS are the CPU time the workers
 	// (this process and its children) and the database server (when it
 	// runs on this machine; SQLite is in the workers) spent per mail during
@@ -179,7 +183,7 @@ func (r *Result) Line() string {
 	fields = append(fields, fmt.Sprintf("worker_cpu_us_per_mail=%.0f", r.WorkerCPUPerMailUS))
 	if r.Store == "mysql" {
 		fields = append(fields, fmt.Sprintf("db_cpu_us_per_mail=%.0f", r.DBCPUPerMailUS), fmt.Sprintf("redo_per_mail_kb=%.2f", r.RedoPerMailKB),
-			fmt.Sprintf("pages_per_mail=%.1f", r.PagesPerMail))
+			fmt.Sprintf("pages_per_mail=%.1f", r.PagesPerMail), fmt.Sprintf("disk_reads_per_mail=%.2f", r.DiskReadsPerMail))
 	}
 	if r.Transport == "smtp" {
 		fields = append(fields, fmt.Sprintf("smtp_connections=%d", r.SMTPConnections))
@@ -266,19 +270,19 @@ func storeName(db *sql.DB) string {
 	return "sqlite"
 }
 
-// serverCounters are two of the server's counters, read before and after
-// a drain.
-type serverCounters struct{ lsn, pageReads int64 }
+// serverCounters are three of the server's counters, read before and
+// after a drain.
+type serverCounters struct{ lsn, pageReads, diskReads int64 }
 
-// readCounters reads the server's redo log sequence number and its buffer
-// pool's page requests (zero where the server does not report them, or for
-// SQLite).
+// readCounters reads the server's redo log sequence number, its buffer
+// pool's page requests and the pages it read from disk (zero where the
+// server does not report them, or for SQLite).
 func readCounters(ctx context.Context, db *sql.DB) serverCounters {
 	var c serverCounters
 	if storeName(db) != "mysql" {
 		return c
 	}
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_lsn_current', 'Innodb_buffer_pool_read_requests')")
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_lsn_current', 'Innodb_buffer_pool_read_requests', 'Innodb_buffer_pool_reads')")
 	if err != nil {
 		return c
 	}
@@ -294,6 +298,8 @@ func readCounters(ctx context.Context, db *sql.DB) serverCounters {
 			c.lsn = v
 		case "innodb_buffer_pool_read_requests":
 			c.pageReads = v
+		case "innodb_buffer_pool_reads":
+			c.diskReads = v
 		}
 	}
 	return c
@@ -306,6 +312,7 @@ func (r *Result) perMail(before, after serverCounters) {
 	}
 	if before.pageReads > 0 {
 		r.PagesPerMail = float64(after.pageReads-before.pageReads) / float64(r.Messages)
+		r.DiskReadsPerMail = float64(after.diskReads-before.diskReads) / float64(r.Messages)
 	}
 }
 

@@ -107,6 +107,7 @@ func TestRunDeliversEveryMailOnce(t *testing.T) {
 						require.Positive(t, r.PagesPerMail, r.Algorithm)
 					}
 					require.Contains(t, ours.Line(), " pages_per_mail=")
+					require.Contains(t, ours.Line(), " disk_reads_per_mail=")
 				}
 
 				db, err := dburl.Open(url)
@@ -168,6 +169,20 @@ func TestFinishCountsDuplicatesAndLost(t *testing.T) {
 	require.Equal(t, 1, r.Duplicates)
 	require.Equal(t, 1, r.Lost)
 	require.ErrorContains(t, r.Err(), "1 lost, 1 duplicates")
+}
+
+// TestReadCountersReadsTheServersCounters checks that every counter the
+// per-mail figures come from is found: a server that has started has
+// written redo, asked its buffer pool for pages and read some from disk.
+func TestReadCountersReadsTheServersCounters(t *testing.T) {
+	db, err := dburl.Open(mariaDB(t))
+	require.NoError(t, err)
+	defer db.Close()
+	c := readCounters(context.Background(), db)
+	require.Positive(t, c.lsn)
+	require.Positive(t, c.pageReads)
+	require.Positive(t, c.diskReads)
+	require.GreaterOrEqual(t, c.pageReads, c.diskReads, "a page read from disk was asked for first")
 }
 
 func TestIsDeadlock(t *testing.T) {

@@ -42,6 +42,7 @@ type Summary struct {
 	EnqueuePerS  Spread `json:"enqueue_per_s"`
 	P99ClaimMS   Spread `json:"p99_claim_ms"`
 	PagesPerMail Spread `json:"pages_per_mail"`
+	DiskReads    Spread `json:"disk_reads_per_mail"`
 	DBCPUPerMail Spread `json:"db_cpu_us_per_mail"`
 	// VsClassic is this algorithm's drain divided by the classic
 	// algorithm's in the same run, when both ran (Both) and this is not
@@ -69,7 +70,7 @@ func Summarize(results []*Result) []*Summary {
 			continue
 		}
 		s := &Summary{Kind: "summary", Algorithm: r.Algorithm}
-		var drain, enqueue, claim, pages, dbCPU, ratio []float64
+		var drain, enqueue, claim, pages, diskReads, dbCPU, ratio []float64
 		for _, o := range results {
 			if o.Algorithm != r.Algorithm {
 				continue
@@ -79,6 +80,7 @@ func Summarize(results []*Result) []*Summary {
 			enqueue = append(enqueue, o.EnqueuePerS)
 			claim = append(claim, o.P99ClaimMS)
 			pages = append(pages, o.PagesPerMail)
+			diskReads = append(diskReads, o.DiskReadsPerMail)
 			dbCPU = append(dbCPU, o.DBCPUPerMailUS)
 			if c, ok := classic[o.Run]; ok && o.Algorithm != Classic && c > 0 {
 				ratio = append(ratio, o.DrainPerS/c)
@@ -89,7 +91,7 @@ func Summarize(results []*Result) []*Summary {
 			s.Deadlocks += o.Deadlocks
 		}
 		s.DrainPerS, s.EnqueuePerS, s.P99ClaimMS = spreadOf(drain), spreadOf(enqueue), spreadOf(claim)
-		s.PagesPerMail, s.DBCPUPerMail = spreadOf(pages), spreadOf(dbCPU)
+		s.PagesPerMail, s.DiskReads, s.DBCPUPerMail = spreadOf(pages), spreadOf(diskReads), spreadOf(dbCPU)
 		if len(ratio) > 0 {
 			v := spreadOf(ratio)
 			s.VsClassic = &v
@@ -116,6 +118,7 @@ func (s *Summary) Line() string {
 	add("p99_claim_ms", s.P99ClaimMS, "%.2f")
 	if s.PagesPerMail.Max > 0 {
 		add("pages_per_mail", s.PagesPerMail, "%.1f")
+		add("disk_reads_per_mail", s.DiskReads, "%.2f")
 	}
 	if s.DBCPUPerMail.Max > 0 {
 		add("db_cpu_us_per_mail", s.DBCPUPerMail, "%.0f")
