@@ -59,11 +59,18 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 	var b strings.Builder
 	var args []any
 	b.WriteString(`UPDATE ` + q.table + ` SET locked_by = '', locked_until = 0`)
-	// setCase appends "col = CASE id WHEN ? THEN ? ... ELSE col END" for
-	// the rows where include says the column changes, or "col = ?" when it
-	// changes in every row to the same value (most columns of a batch that
-	// was simply sent: the statement is shorter, and the server evaluates
-	// no CASE for them).
+	// setCase appends "col = CASE CAST(id AS SIGNED) WHEN ? THEN ? ...
+	// ELSE col END" for the rows where include says the column changes, or
+	// "col = ?" when it changes in every row to the same value (most
+	// columns of a batch that was simply sent: the statement is shorter,
+	// and the server evaluates no CASE for them).
+	//
+	// The CAST: id is BIGINT UNSIGNED and the ids are sent as (signed)
+	// integer literals, and MariaDB compares the two in a CASE as DECIMAL.
+	// Each row of a 200-row completion walks up to 200 WHENs for each such
+	// column (the finish time, sent_at and provider_id of a sent batch);
+	// as integers the whole UPDATE costs about a quarter less. Ids never
+	// reach 2^63, where the cast would wrap.
 	setCase := func(col string, include func(u *rowUpdate) bool, value func(u *rowUpdate) any) {
 		if same := value(&ups[0]); include(&ups[0]) && !slices.ContainsFunc(ups[1:], func(u rowUpdate) bool {
 			return !include(&u) || value(&u) != same
@@ -79,7 +86,7 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 				continue
 			}
 			if first {
-				b.WriteString(", " + col + " = CASE id")
+				b.WriteString(", " + col + " = CASE CAST(id AS SIGNED)")
 				first = false
 			}
 			b.WriteString(" WHEN ? THEN ?")
