@@ -136,11 +136,32 @@ const slowLock = statementTimeout / 2
 // another session held locked: the owners of those leases may be alive and
 // retrying, and must get the first chance to renew them once the database
 // answers again.
+//
+// A lease is rescued only once the rescuer has found it expired for half a
+// LeaseMargin, with no trouble since it first did. A pause can end just
+// after the rescuer's statement began to wait for it; that statement then
+// looks quick, and without this rule the rescuer would race the owners'
+// renewals, waiting behind the same pause, for their leases, and the mail
+// they sent during the pause would be sent again. Half a margin is enough:
+// an owner renews as soon as its waiting statement runs, or, if that
+// failed, at its next heartbeat, at most a third of a margin later. So a
+// killed worker's rows come back at most 1.5 × LeaseMargin + 2 ×
+// RescueInterval after its last heartbeat.
 func (w *Worker) rescueLoop(ctx context.Context) {
 	blocked := map[string]time.Time{} // tokens whose rows another session held
+	seen := map[string]time.Time{}    // expired leases: when first found so
+	round := map[string]bool{}        // expired leases found this round
 	skip := func(token string) bool {
-		at, ok := blocked[token]
-		return w.leases.has(token) || ok && time.Since(at) < w.opts.LeaseMargin
+		if at, ok := blocked[token]; w.leases.has(token) || ok && time.Since(at) < w.opts.LeaseMargin {
+			return true
+		}
+		round[token] = true
+		first, ok := seen[token]
+		if !ok || first.UnixNano() <= w.troubleAt.Load() {
+			seen[token] = time.Now()
+			return true
+		}
+		return time.Since(first) < w.opts.LeaseMargin/2
 	}
 	for wait(ctx, w.q.clock, w.opts.RescueInterval) {
 		if at := w.troubleAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < w.opts.LeaseMargin {
@@ -151,7 +172,13 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 				delete(blocked, token)
 			}
 		}
+		clear(round)
 		n, held, err := w.q.rescue(ctx, maxBatchRows, skip, slowLock)
+		for token := range seen {
+			if !round[token] { // renewed, finished or rescued since
+				delete(seen, token)
+			}
+		}
 		for _, token := range held {
 			blocked[token] = time.Now()
 		}

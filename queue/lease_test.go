@@ -51,12 +51,74 @@ func TestHeartbeatKeepsTheLeaseOfALongSend(t *testing.T) {
 	})
 }
 
-// TestDefaultLeaseBringsAKilledWorkersRowsBackWithin30s: with the default
-// options a killed worker's rows are due again within LeaseMargin +
-// RescueInterval, whatever the send timeout.
-func TestDefaultLeaseBringsAKilledWorkersRowsBackWithin30s(t *testing.T) {
+// TestDefaultLeaseBringsAKilledWorkersRowsBackWithin45s: with the default
+// options a killed worker's rows are due again within 1.5 × LeaseMargin +
+// 2 × RescueInterval of its last heartbeat (the lease runs out, the
+// rescuer finds it expired, and again half a margin later), whatever the
+// send timeout.
+func TestDefaultLeaseBringsAKilledWorkersRowsBackWithin45s(t *testing.T) {
 	var o WorkerOptions
 	require.NoError(t, o.setDefaults())
-	assert.LessOrEqual(t, o.LeaseMargin+o.RescueInterval, 30*time.Second)
+	assert.LessOrEqual(t, o.LeaseMargin+o.LeaseMargin/2+2*o.RescueInterval, 45*time.Second)
 	assert.GreaterOrEqual(t, o.FailAfter, 5*time.Minute, "a database pause this long loses nothing")
+}
+
+// TestRescuerGivesAnExpiredLeaseTimeToBeRenewed: the rescuer takes a lease
+// only once it has stayed expired for half a LeaseMargin. An owner that
+// renews within that time (as one does whose renewal waited behind a
+// database pause) keeps its rows; a lease nobody renews is rescued, but not
+// sooner.
+func TestRescuerGivesAnExpiredLeaseTimeToBeRenewed(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+		enqueueN(t, q, 5)
+		jobs, err := q.claim(ctx, "owner.1", 5, time.Minute, nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 5)
+		ids := make([]int64, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.id
+		}
+		expire := func() {
+			past := time.Now().Add(-time.Second).UnixMilli()
+			_, err := s.db.Exec(`UPDATE `+q.table+` SET next_run = ?, locked_until = ? WHERE locked_by = 'owner.1'`, past, past)
+			require.NoError(t, err)
+		}
+		held := func() int { return countRows(t, s.db, q.table, "status = 1 AND locked_by = 'owner.1'") }
+
+		expire()
+		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+			return transport.Receipt{MessageID: m.MessageID}, nil
+		})
+		const margin = 4 * time.Second
+		w, err := NewWorker(newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil), tr, &WorkerOptions{ID: "rescuer", LeaseMargin: margin,
+			RescueInterval: 20 * time.Millisecond, PollInterval: 50 * time.Millisecond, CleanupInterval: -1, Logger: quietLogger()})
+		require.NoError(t, err)
+		runCtx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		wg.Add(1)
+		go func() { defer wg.Done(); assert.NoError(t, w.Run(runCtx)) }()
+
+		// Many rescue rounds have found the lease expired by now; none
+		// may have taken it.
+		time.Sleep(300 * time.Millisecond)
+		require.Equal(t, 5, held(), "rescued at first sight")
+		n, err := q.extend(ctx, "owner.1", ids, time.Now().Add(time.Minute).UnixMilli())
+		require.NoError(t, err)
+		require.Equal(t, 5, n, "the owner renews its lease")
+		time.Sleep(margin/2 + 500*time.Millisecond)
+		require.Equal(t, 5, held(), "a renewed lease stays with its owner")
+		require.Zero(t, w.Stats().Rescued)
+
+		// Now the owner is gone for good.
+		expired := time.Now()
+		expire()
+		waitProgress(t, "rescued", 20*time.Second, 1, func() int { return int(w.Stats().Rescued) })
+		assert.GreaterOrEqual(t, time.Since(expired), margin/2, "rescued before the lease had stayed expired for half a margin")
+		waitProgress(t, "sent after the rescue", 20*time.Second, 5, func() int { return countRows(t, s.db, q.table, "status = 2") })
+		assert.EqualValues(t, 5, tr.total.Load())
+	})
 }
