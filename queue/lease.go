@@ -137,16 +137,16 @@ const slowLock = statementTimeout / 2
 // retrying, and must get the first chance to renew them once the database
 // answers again.
 //
-// A lease is rescued only once the rescuer has found it expired for half a
-// LeaseMargin, with no trouble since it first did. A pause can end just
-// after the rescuer's statement began to wait for it; that statement then
-// looks quick, and without this rule the rescuer would race the owners'
-// renewals, waiting behind the same pause, for their leases, and the mail
-// they sent during the pause would be sent again. Half a margin is enough:
-// an owner renews as soon as its waiting statement runs, or, if that
-// failed, at its next heartbeat, at most a third of a margin later. So a
-// killed worker's rows come back at most 1.5 × LeaseMargin + 2 ×
-// RescueInterval after its last heartbeat.
+// A lease is rescued only once the rescuer has found it expired for a
+// whole LeaseMargin, with no trouble since it first did. A pause can end
+// just after the rescuer's statement began to wait for it; that statement
+// then looks quick, and without this rule the rescuer would race the
+// owners' renewals, waiting behind the same pause, for their leases, and
+// the mail they sent during the pause would be sent again. An owner renews
+// as soon as its waiting statement runs, or, if that failed, at its next
+// heartbeat, at most a third of a margin later: a whole margin leaves room
+// for a loaded machine. So a killed worker's rows come back at most 2 ×
+// LeaseMargin + 2 × RescueInterval after its last heartbeat.
 func (w *Worker) rescueLoop(ctx context.Context) {
 	blocked := map[string]time.Time{} // tokens whose rows another session held
 	seen := map[string]time.Time{}    // expired leases: when first found so
@@ -161,7 +161,7 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 			seen[token] = time.Now()
 			return true
 		}
-		return time.Since(first) < w.opts.LeaseMargin/2
+		return time.Since(first) < w.opts.LeaseMargin
 	}
 	for wait(ctx, w.q.clock, w.opts.RescueInterval) {
 		if at := w.troubleAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < w.opts.LeaseMargin {
