@@ -145,8 +145,9 @@ const slowLock = statementTimeout / 2
 // the mail they sent during the pause would be sent again. An owner renews
 // as soon as its waiting statement runs, or, if that failed, at its next
 // heartbeat, at most a third of a margin later: a whole margin leaves room
-// for a loaded machine. So a killed worker's rows come back at most 2 ×
-// LeaseMargin + 2 × RescueInterval after its last heartbeat.
+// for a loaded machine. The rescuer looks again as soon as the margin has
+// passed, so a killed worker's rows come back at most 2 × LeaseMargin +
+// RescueInterval after its last heartbeat.
 func (w *Worker) rescueLoop(ctx context.Context) {
 	blocked := map[string]time.Time{} // tokens whose rows another session held
 	seen := map[string]time.Time{}    // expired leases: when first found so
@@ -163,7 +164,9 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 		}
 		return time.Since(first) < w.opts.LeaseMargin
 	}
-	for wait(ctx, w.q.clock, w.opts.RescueInterval) {
+	pause := w.opts.RescueInterval
+	for wait(ctx, w.q.clock, pause) {
+		pause = w.opts.RescueInterval
 		if at := w.troubleAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < w.opts.LeaseMargin {
 			continue
 		}
@@ -174,10 +177,13 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 		}
 		clear(round)
 		n, held, err := w.q.rescue(ctx, maxBatchRows, skip, slowLock)
-		for token := range seen {
+		for token, first := range seen {
 			if !round[token] { // renewed, finished or rescued since
 				delete(seen, token)
+				continue
 			}
+			// Look again as soon as this lease has been expired a margin.
+			pause = max(min(pause, w.opts.LeaseMargin-time.Since(first)), time.Millisecond)
 		}
 		for _, token := range held {
 			blocked[token] = time.Now()

@@ -51,15 +51,15 @@ func TestHeartbeatKeepsTheLeaseOfALongSend(t *testing.T) {
 	})
 }
 
-// TestDefaultLeaseBringsAKilledWorkersRowsBackWithin60s: with the default
-// options a killed worker's rows are due again within 2 × LeaseMargin + 2
-// × RescueInterval of its last heartbeat (the lease runs out, the rescuer
+// TestDefaultLeaseBringsAKilledWorkersRowsBackWithin45s: with the default
+// options a killed worker's rows are due again within 2 × LeaseMargin +
+// RescueInterval of its last heartbeat (the lease runs out, the rescuer
 // finds it expired, and still so a margin later), whatever the send
 // timeout.
-func TestDefaultLeaseBringsAKilledWorkersRowsBackWithin60s(t *testing.T) {
+func TestDefaultLeaseBringsAKilledWorkersRowsBackWithin45s(t *testing.T) {
 	var o WorkerOptions
 	require.NoError(t, o.setDefaults())
-	assert.LessOrEqual(t, 2*o.LeaseMargin+2*o.RescueInterval, 60*time.Second)
+	assert.LessOrEqual(t, 2*o.LeaseMargin+o.RescueInterval, 45*time.Second)
 	assert.GreaterOrEqual(t, o.FailAfter, 5*time.Minute, "a database pause this long loses nothing")
 }
 

@@ -36,7 +36,7 @@ type WorkerOptions struct {
 	// last heartbeat (default 20s). While sends or unwritten outcomes are
 	// pending the worker renews its leases every third of it, so it bounds
 	// neither sends nor database pauses: it is how soon a killed worker's
-	// rows can be rescued by another worker (within 2 × LeaseMargin + 2 ×
+	// rows can be rescued by another worker (within 2 × LeaseMargin +
 	// RescueInterval: a lease must stay expired for a margin before it is
 	// rescued). After the database was slow or failing, the rescuer
 	// waits LeaseMargin before it rescues anything, so that live owners can
