@@ -55,7 +55,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		defer stop()
 	}
 	results, err := bench.Run(ctx, o)
-	print := func(v any, line string) error {
+	emit := func(v any, line string) error {
 		if !*asJSON {
 			_, werr := fmt.Fprintln(e.stdout, line)
 			return werr
@@ -68,7 +68,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return werr
 	}
 	for _, r := range results {
-		if perr := print(r, r.Line()); perr != nil {
+		if perr := emit(r, r.Line()); perr != nil {
 			return perr
 		}
 	}
@@ -77,7 +77,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if o.Repeat > 1 {
 		for _, s := range bench.Summarize(results) {
-			if perr := print(s, s.Line()); perr != nil {
+			if perr := emit(s, s.Line()); perr != nil {
 				return perr
 			}
 		}

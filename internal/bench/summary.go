@@ -38,12 +38,12 @@ type Summary struct {
 	Algorithm string `json:"algorithm"`
 	Runs      int    `json:"runs"`
 
-	DrainPerS    Spread `json:"drain_per_s"`
-	EnqueuePerS  Spread `json:"enqueue_per_s"`
-	P99ClaimMS   Spread `json:"p99_claim_ms"`
-	PagesPerMail Spread `json:"pages_per_mail"`
-	DiskReads    Spread `json:"disk_reads_per_mail"`
-	DBCPUPerMail Spread `json:"db_cpu_us_per_mail"`
+	DrainPerS        Spread `json:"drain_per_s"`
+	EnqueuePerS      Spread `json:"enqueue_per_s"`
+	P99ClaimMS       Spread `json:"p99_claim_ms"`
+	PagesPerMail     Spread `json:"pages_per_mail"`
+	DiskReadsPerMail Spread `json:"disk_reads_per_mail"`
+	DBCPUPerMail     Spread `json:"db_cpu_us_per_mail"`
 	// VsClassic is this algorithm's drain divided by the classic
 	// algorithm's in the same run, when both ran (Both) and this is not
 	// the classic one.
@@ -91,7 +91,7 @@ func Summarize(results []*Result) []*Summary {
 			s.Deadlocks += o.Deadlocks
 		}
 		s.DrainPerS, s.EnqueuePerS, s.P99ClaimMS = spreadOf(drain), spreadOf(enqueue), spreadOf(claim)
-		s.PagesPerMail, s.DiskReads, s.DBCPUPerMail = spreadOf(pages), spreadOf(diskReads), spreadOf(dbCPU)
+		s.PagesPerMail, s.DiskReadsPerMail, s.DBCPUPerMail = spreadOf(pages), spreadOf(diskReads), spreadOf(dbCPU)
 		if len(ratio) > 0 {
 			v := spreadOf(ratio)
 			s.VsClassic = &v
@@ -118,7 +118,7 @@ func (s *Summary) Line() string {
 	add("p99_claim_ms", s.P99ClaimMS, "%.2f")
 	if s.PagesPerMail.Max > 0 {
 		add("pages_per_mail", s.PagesPerMail, "%.1f")
-		add("disk_reads_per_mail", s.DiskReads, "%.2f")
+		add("disk_reads_per_mail", s.DiskReadsPerMail, "%.2f")
 	}
 	if s.DBCPUPerMail.Max > 0 {
 		add("db_cpu_us_per_mail", s.DBCPUPerMail, "%.0f")
