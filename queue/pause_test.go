@@ -93,7 +93,7 @@ func TestRowLocksOnOtherRowsResendNothing(t *testing.T) {
 func q(t *testing.T, s store) *Queue { return newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil) }
 
 // runThroughPause enqueues 40 mails, lets one worker claim them all (sends
-// take 1s, all 40 at once), pauses the store with pauseFunc for pause while a
+// end 1s after the pause began, all 40 at once), pauses the store with pauseFunc for pause while a
 // second worker runs, and checks that each mail was sent and recorded once.
 // It returns how often writing outcomes failed.
 func runThroughPause(t *testing.T, s store, pause time.Duration, pauseFunc func() (resume func())) (failedWrites int) {
@@ -101,7 +101,15 @@ func runThroughPause(t *testing.T, s store, pause time.Duration, pauseFunc func(
 	queue := q(t, s)
 	before := countRows(t, s.db, queue.table, "1 = 1")
 	enqueueN(t, queue, 40)
+	// The sends end 1s into the pause, however long the claim and the
+	// pause's setup took: their outcomes always meet the paused store.
+	paused := make(chan struct{})
 	tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+		select {
+		case <-paused:
+		case <-ctx.Done():
+			return transport.Receipt{}, ctx.Err()
+		}
 		select {
 		case <-time.After(time.Second):
 			return transport.Receipt{MessageID: "<" + m.MessageID + ">"}, nil
@@ -125,6 +133,7 @@ func runThroughPause(t *testing.T, s store, pause time.Duration, pauseFunc func(
 	owner := start("owner")
 	waitProgress(t, "claim", 20*time.Second, 40, func() int { return countRows(t, s.db, queue.table, "status = 1 AND locked_by LIKE 'owner.%'") })
 	resume := pauseFunc()
+	close(paused)
 	other := start("other")
 	time.Sleep(pause)
 	resume()

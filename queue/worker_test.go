@@ -260,10 +260,11 @@ func TestWorkerCancelLeavesNothingSending(t *testing.T) {
 		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
 		enqueueN(t, q, 40)
 		started := make(chan struct{}, 100)
+		answer := make(chan struct{}) // the provider answers once Run is cancelled
 		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 			started <- struct{}{}
-			select { // a slow provider: 200 ms per mail
-			case <-time.After(200 * time.Millisecond):
+			select {
+			case <-answer:
 				return transport.Receipt{MessageID: m.MessageID}, nil
 			case <-ctx.Done():
 				return transport.Receipt{}, ctx.Err()
@@ -278,6 +279,7 @@ func TestWorkerCancelLeavesNothingSending(t *testing.T) {
 			<-started
 		}
 		cancel() // SIGTERM
+		close(answer)
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
