@@ -91,7 +91,10 @@ func TestRescuerGivesAnExpiredLeaseTimeToBeRenewed(t *testing.T) {
 		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 			return transport.Receipt{MessageID: m.MessageID}, nil
 		})
-		const margin = 2 * time.Second
+		// The owner renews 300 ms after the rescuer starts: a margin of 3 s
+		// leaves a loaded machine 2.7 s of room before that renewal comes
+		// too late and the rescue is right.
+		const margin = 3 * time.Second
 		w, err := NewWorker(newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil), tr, &WorkerOptions{ID: "rescuer", LeaseMargin: margin,
 			RescueInterval: 20 * time.Millisecond, PollInterval: 50 * time.Millisecond, CleanupInterval: -1, Logger: quietLogger()})
 		require.NoError(t, err)

@@ -106,7 +106,11 @@ func report(t *testing.T, f figures, extra ...any) {
 		v := extra[i+1]
 		switch x := v.(type) {
 		case time.Duration:
-			v = x.Round(10 * time.Millisecond)
+			if x < time.Second { // enqueue latencies are milliseconds
+				v = x.Round(10 * time.Microsecond)
+			} else {
+				v = x.Round(10 * time.Millisecond)
+			}
 		case float64:
 			v = fmt.Sprintf("%.2f", x)
 		}
