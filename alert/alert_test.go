@@ -255,20 +255,27 @@ func TestWebhookSecretNeverLogged(t *testing.T) {
 		require.NoError(t, err)
 		addr := ln.Addr().String()
 		ln.Close() // nothing listens there now
-		var logs bytes.Buffer
+		var logs lockedLog
 		q := newQueue(t, db)
 		a := newAlerter(t, db, q, Thresholds{}, Options{
 			WebhookURL: "http://" + addr + "/services/T0K3N/SECRETPART", Worker: "w1",
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			// Run checks once: the cancel below finds it waiting, not in a
+			// check it would leave half done.
+			Interval: time.Hour,
 		})
 		require.NoError(t, q.Pause(context.Background(), ""))
 		err = a.Check(context.Background())
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "alert: lane transactional: paused firing: alert: posting to the webhook")
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		a.Run(ctx) // logs the same failure
-		assert.Contains(t, logs.String(), "alert check failed")
+		// Run logs the same failure once its check has failed: wait for
+		// that, however long a loaded machine takes to get there.
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() { defer close(ran); a.Run(ctx) }()
+		assert.Eventually(t, func() bool { return strings.Contains(logs.String(), "alert check failed") }, 20*time.Second, 10*time.Millisecond)
+		cancel()
+		<-ran
 		for _, s := range []string{err.Error(), logs.String()} {
 			assert.NotContains(t, s, "T0K3N")
 			assert.NotContains(t, s, "SECRETPART")
@@ -280,4 +287,22 @@ func TestWebhookSecretNeverLogged(t *testing.T) {
 		_, err = New(db, Options{WebhookURL: "ftp://x/T0K3N"})
 		assert.EqualError(t, err, "alert: the webhook URL must be an http:// or https:// URL")
 	})
+}
+
+// lockedLog is a log a goroutine may write while the test reads it.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

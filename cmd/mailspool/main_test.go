@@ -166,7 +166,20 @@ func TestDemoRuns(t *testing.T) {
 	// when the one before it lands in the outage, and a loaded machine
 	// (sends and statements take real time, 3000× on the demo clock) needs
 	// the rest.
-	code, out, stderr := mailspool(t, "demo", "--speed", "3000", "--hours", "6")
+	//
+	// The outage lasts 0.6 s of real time, and the mails due in it wait
+	// 0.5 s: a machine that stalls that long refuses nothing, which says
+	// nothing of the demo. Such a run is made again (three runs at most);
+	// a demo whose outage refuses no send fails every one.
+	var code int
+	var out, stderr string
+	for run := 1; ; run++ {
+		code, out, stderr = mailspool(t, "demo", "--speed", "3000", "--hours", "6")
+		if run == 3 || !strings.Contains(out, ", 0 of them refused during the outage") {
+			break
+		}
+		t.Logf("run %d: no send fell in the outage (the machine stalled?); running the demo again", run)
+	}
 	require.Equal(t, 0, code, stderr)
 	for _, want := range []string{
 		"user+550:              4 failed after 1 attempt(s)",
@@ -199,13 +212,32 @@ func TestWorkerExitsNonZeroWhenItsFileIsDeleted(t *testing.T) {
 	db := "sqlite:" + path
 	code, _, stderr := mailspool(t, "migrate", "--db", db)
 	require.Equal(t, 0, code, stderr)
+	// Deleted before the worker opened it, the file would only be created
+	// anew: the worker has opened it once it sent a mail queued before it.
+	code, _, stderr = mailspool(t, "enqueue", "--db", db, "--from", "noreply@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "t")
+	require.Equal(t, 0, code, stderr)
 	done := make(chan struct{})
 	var out string
 	go func() {
 		defer close(done)
 		code, _, out = mailspool(t, "worker", "--db", db, "--log-level", "error")
 	}()
-	time.Sleep(500 * time.Millisecond) // the worker has opened the file (or fails at once: also non-zero)
+	h, err := dburl.Open(db)
+	require.NoError(t, err)
+	sent := func() bool {
+		var status int
+		return h.QueryRow(`SELECT status FROM mail_queue WHERE id = 1`).Scan(&status) == nil && status == queue.StatusSent
+	}
+	for wait := time.After(time.Minute); !sent(); {
+		select {
+		case <-done:
+			t.Fatalf("the worker ended before it sent the mail: %s", out)
+		case <-wait:
+			t.Fatal("the worker did not send the mail queued before it started")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	require.NoError(t, h.Close())
 	require.NoError(t, os.Remove(path))
 	select {
 	case <-done:

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptrace"
 	"net/mail"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,13 +158,20 @@ func TestSendStallAfterBodyIsMaybeDelivered(t *testing.T) {
 		<-r.Context().Done()
 	})
 	tr := openStatic(t, f.srv.URL, nil)
-	// The caller gives up once the whole request has arrived, however long
-	// that took on a busy machine.
+	// The caller gives up once the whole request has arrived and the
+	// client has noted it as written, however long either took on a busy
+	// machine. The transport's WroteRequest hook is added on top of ours,
+	// so httptrace runs it first: its flag is set before wrote closes.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	wrote := make(chan struct{})
+	var once sync.Once
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(wrote) }) },
+	})
 	go func() {
 		<-received
-		time.Sleep(50 * time.Millisecond) // the client notes the request as written
+		<-wrote
 		cancel()
 	}()
 	_, err := tr.Send(ctx, testMessage())
@@ -182,7 +191,10 @@ func TestSendTimeoutOption(t *testing.T) {
 		}
 	})
 	defer close(release)
-	tr := openStatic(t, f.srv.URL, url.Values{"timeout": {"200ms"}})
+	// 1.5s leaves a busy machine time to write the whole request before
+	// the timeout (as the conformance suite's stallDeadline does); an
+	// ignored option would mean openStatic's 10s, past the 5s below.
+	tr := openStatic(t, f.srv.URL, url.Values{"timeout": {"1500ms"}})
 	done := make(chan error, 1)
 	go func() {
 		_, err := tr.Send(context.Background(), testMessage())
