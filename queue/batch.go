@@ -101,10 +101,7 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 			continue
 		}
 		sending++
-		go func() {
-			defer func() { <-w.slots }()
-			results <- w.send(sendCtx, j)
-		}()
+		w.sends <- sendTask{ctx: sendCtx, j: j, results: results}
 	}
 	done := make(chan error, 1)
 	record := func() {

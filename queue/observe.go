@@ -1,8 +1,11 @@
 package queue
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/mailspool/mailspool/transport"
@@ -37,12 +40,20 @@ func (w *Worker) observeOutcome(j *job, u rowUpdate, kind string, sendErr error,
 	if errors.As(sendErr, &te) {
 		ev.Enhanced = te.Enhanced
 	}
-	attrs := []any{"id", ev.ID, "kind", ev.Kind, "status", StatusName(ev.Status), "attempts", ev.Attempts, "domain", ev.Domain}
+	// The line's attributes are built only when it will be written: at the
+	// default level a sent mail logs nothing, and costs nothing here.
+	level := slog.LevelInfo
 	if ev.Status == StatusSent {
-		w.log.Debug("mail sent", append(attrs, "provider_id", ev.ProviderID, "took", took)...)
-	} else {
-		w.log.Info("mail not sent", append(attrs, "code", ev.Code, "enhanced", ev.Enhanced, "provider_id", ev.ProviderID,
-			"maybe_delivered", u.maybeDelivered, "error", ev.Error)...)
+		level = slog.LevelDebug
+	}
+	if w.log.Enabled(context.Background(), level) {
+		attrs := []any{"id", ev.ID, "kind", ev.Kind, "status", StatusName(ev.Status), "attempts", ev.Attempts, "domain", ev.Domain}
+		if ev.Status == StatusSent {
+			w.log.Debug("mail sent", append(attrs, "provider_id", ev.ProviderID, "took", took)...)
+		} else {
+			w.log.Info("mail not sent", append(attrs, "code", ev.Code, "enhanced", ev.Enhanced, "provider_id", ev.ProviderID,
+				"maybe_delivered", u.maybeDelivered, "error", ev.Error)...)
+		}
 	}
 	call(w.observer().OutcomeFunc, ev)
 }
@@ -68,5 +79,8 @@ var anAddress = regexp.MustCompile(`[^\s<>"'(),;:\[\]]+@([A-Za-z0-9.-]+[A-Za-z0-
 // keeping the domain: "550 5.1.1 <bob@example.com>: no such user" becomes
 // "550 5.1.1 <*@example.com>: no such user".
 func redactAddresses(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
 	return anAddress.ReplaceAllString(s, "*@$1")
 }

@@ -98,7 +98,10 @@ type Worker struct {
 	brk  breaker
 	seq  atomic.Uint64
 	// slots holds one token per send in flight, across batches.
-	slots  chan struct{}
+	slots chan struct{}
+	// sends feeds the worker's senders (startSenders), a send per slot
+	// taken.
+	sends  chan sendTask
 	leases leases
 	// claims, writes and renewals track how long claims, outcome writes
 	// and lease renewals have been failing without a break.
@@ -246,12 +249,43 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	var batches sync.WaitGroup
+	stopSenders := w.startSenders()
 	err = w.claimLoop(runCtx, stillOurs, &batches)
 	stopRun()
 	err = errors.Join(err, w.finish(&batches))
+	stopSenders()
 	stopBG()
 	bg.Wait()
 	return err
+}
+
+// sendTask is a mail given to a sender, with its batch's send context and
+// the channel its outcome goes to.
+type sendTask struct {
+	ctx     context.Context
+	j       *job
+	results chan<- rowUpdate
+}
+
+// startSenders starts Concurrency goroutines that send the mail dispatch
+// gives them, one at a time, each freeing its slot when its outcome is
+// handed over. They live as long as Run: a goroutine per mail cost a new
+// stack, grown again by each send, and more scheduling. stop lets them end
+// once the sends given to them are done; it does not wait for them (a
+// transport that ignores its context may hold one forever, as it would
+// hold a goroutine per mail).
+func (w *Worker) startSenders() (stop func()) {
+	sends := make(chan sendTask, w.opts.Concurrency) // never full: a task per slot
+	for range w.opts.Concurrency {
+		go func() {
+			for t := range sends {
+				t.results <- w.send(t.ctx, t.j)
+				<-w.slots
+			}
+		}()
+	}
+	w.sends = sends
+	return func() { close(sends) }
 }
 
 // claimLoop claims and dispatches batches until ctx ends, MaxMessages is

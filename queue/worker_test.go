@@ -72,6 +72,8 @@ func (p *problemLog) Lines() []string {
 // oneBatch claims up to limit rows, sends them and records the outcomes:
 // one batch, start to finish, so tests can drive a worker step by step.
 func oneBatch(ctx context.Context, w *Worker, limit int) (int, error) {
+	stop := w.startSenders()
+	defer stop()
 	n, done, err := w.dispatch(ctx, limit)
 	if done != nil {
 		err = errors.Join(err, <-done)
