@@ -1,8 +1,11 @@
 package main
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,6 +68,36 @@ func TestBenchRepeatsAndSummarizes(t *testing.T) {
 	require.Equal(t, "summary", s.Kind)
 	require.Equal(t, 2, s.Runs)
 	require.True(t, s.DrainPerS.Min > 0 && s.DrainPerS.Min <= s.DrainPerS.Median && s.DrainPerS.Median <= s.DrainPerS.Max, "%+v", s.DrainPerS)
+}
+
+// TestBenchProfilesTheDrain: --drain-cpuprofile writes a profile that
+// pprof can read, of the drain alone: the workers' code is in it and the
+// producers' Enqueue is not.
+func TestBenchProfilesTheDrain(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "drain.prof")
+	code, _, stderr := mailspool(t, "bench", "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--messages", "5000", "--workers", "2",
+		"--poll", "20ms", "--quiet", "--drain-cpuprofile", prof)
+	require.Equal(t, 0, code, stderr)
+	// A profile is a gzipped protocol buffer whose string table names
+	// every function its samples passed through.
+	f, err := os.Open(prof)
+	require.NoError(t, err)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), "mailspool/queue.(*Worker)", "the profile holds no sample of a worker")
+	require.NotContains(t, string(raw), "queue.(*Queue).Enqueue", "the profile holds the producers' enqueues")
+
+	code, _, stderr = mailspool(t, "bench", "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--cpuprofile", prof, "--drain-cpuprofile", prof)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "one CPU profile at a time")
+	code, _, stderr = mailspool(t, "bench", "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--drain-cpuprofile", filepath.Join(dir, "no", "such", "dir"))
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "--drain-cpuprofile")
+	require.NotContains(t, stderr, "enqueued", "a profile that cannot be written fails before the run")
 }
 
 func TestBenchRefusesBadFlags(t *testing.T) {

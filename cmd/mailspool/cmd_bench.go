@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -33,11 +34,15 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the results as JSON (one object per line) instead of bench lines")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of this process (producers, goroutine workers, the SQLite engine) to this file, for go tool pprof")
+	drainProfile := fs.String("drain-cpuprofile", "", "write a Go CPU profile of the first drain alone (goroutine workers, the SQLite engine; no producers) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if o.Repeat < 1 {
 		return usageError{fmt.Sprintf("--repeat %d: want 1 or more runs", o.Repeat)}
+	}
+	if *cpuProfile != "" && *drainProfile != "" {
+		return usageError{"--cpuprofile and --drain-cpuprofile: a process has one CPU profile at a time; give one"}
 	}
 	cfg, err := config.Load("", *db)
 	if err != nil {
@@ -48,13 +53,35 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		o.Progress = e.stderr
 	}
 	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
+		stop, err := startCPUProfile("--cpuprofile", *cpuProfile)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
+	var profileErr error // starting the drain's profile failed
+	if *drainProfile != "" {
+		// Checked now, so that a path that cannot be written fails
+		// before the enqueue, not after it.
+		if err := os.WriteFile(*drainProfile, nil, 0o644); err != nil {
+			return fmt.Errorf("bench: --drain-cpuprofile: %w", err)
+		}
+		profiled := false
+		o.OnDrain = func() func() {
+			if profiled {
+				return func() {}
+			}
+			profiled = true
+			stop, err := startCPUProfile("--drain-cpuprofile", *drainProfile)
+			if err != nil {
+				profileErr = err
+				return func() {}
+			}
+			return stop
+		}
+	}
 	results, err := bench.Run(ctx, o)
+	err = errors.Join(err, profileErr)
 	emit := func(v any, line string) error {
 		if !*asJSON {
 			_, werr := fmt.Fprintln(e.stdout, line)
@@ -92,15 +119,16 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// startCPUProfile starts writing a CPU profile to path; stop ends it.
-func startCPUProfile(path string) (stop func(), err error) {
+// startCPUProfile starts writing a CPU profile to path (flag names it in
+// errors); stop ends it.
+func startCPUProfile(flag, path string) (stop func(), err error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+		return nil, fmt.Errorf("bench: %s: %w", flag, err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+		return nil, fmt.Errorf("bench: %s: %w", flag, err)
 	}
 	return func() {
 		pprof.StopCPUProfile()

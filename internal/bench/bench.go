@@ -69,6 +69,10 @@ type Options struct {
 	Repeat int
 	// Progress receives a progress line about every second (nil: none).
 	Progress io.Writer
+	// OnDrain, when set, is called as each drain of the mailspool
+	// algorithm starts, after its enqueue; the function it returns is
+	// called as the drain ends. It lets a caller profile the drain alone.
+	OnDrain func() (end func())
 }
 
 func (o *Options) setDefaults() error {

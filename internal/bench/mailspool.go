@@ -79,11 +79,18 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 	counters := readCounters(ctx, admin)
 	cpu := newCPUClock(ctx, admin)
 	cpu0 := cpu.read()
+	var endDrain func()
+	if o.OnDrain != nil {
+		endDrain = o.OnDrain()
+	}
 	start := time.Now()
 	if o.Processes {
 		ds, err = drainProcesses(ctx, o, tr, sink, label)
 	} else {
 		ds, err = drainGoroutines(ctx, o, tr, sink, label)
+	}
+	if endDrain != nil {
+		endDrain()
 	}
 	if err != nil {
 		return nil, err
