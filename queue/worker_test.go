@@ -532,3 +532,50 @@ func TestSlowSendDoesNotHoldUpTheWorker(t *testing.T) {
 
 // isLaneFailure is laneFailure with the kind taken from err, as send does.
 func isLaneFailure(err error) bool { return laneFailure(transport.KindOf(err), err) }
+
+// TestConcurrencyBoundsSendsInFlight: however many rows a worker claims,
+// it never has more than Concurrency sends in flight, across batches, and
+// it does use all of them. Each send waits (up to 200 ms) until Concurrency
+// sends are in flight together, so a worker that used fewer slots would
+// still finish, and fail the second assertion.
+func TestConcurrencyBoundsSendsInFlight(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s store) {
+		t.Parallel()
+		const concurrency, mails = 3, 60
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+		enqueueN(t, q, mails)
+		var inFlight, most atomic.Int64
+		full := make(chan struct{}, mails)
+		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for cur := most.Load(); n > cur && !most.CompareAndSwap(cur, n); cur = most.Load() {
+			}
+			if n >= concurrency {
+				for range concurrency - 1 {
+					select { // let the others go
+					case full <- struct{}{}:
+					default:
+					}
+				}
+			} else {
+				select {
+				case <-full:
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+			return transport.Receipt{MessageID: m.MessageID}, nil
+		})
+		w, err := NewWorker(q, tr, &WorkerOptions{Batch: 20, Concurrency: concurrency, PollInterval: 10 * time.Millisecond, Logger: quietLogger()})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); assert.NoError(t, w.Run(ctx)) }()
+		waitProgress(t, "sent", 10*time.Second, mails, func() int { return countRows(t, s.db, q.table, "status = 2") })
+		cancel()
+		<-done
+		assert.LessOrEqual(t, most.Load(), int64(concurrency), "more sends in flight than Concurrency")
+		assert.Equal(t, int64(concurrency), most.Load(), "the worker never had Concurrency sends in flight")
+	})
+}
