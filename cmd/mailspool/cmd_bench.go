@@ -53,7 +53,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		o.Progress = e.stderr
 	}
 	if *cpuProfile != "" {
-		stop, err := startCPUProfile("--cpuprofile", *cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -61,23 +61,24 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	var profileErr error // starting the drain's profile failed
 	if *drainProfile != "" {
-		// Checked now, so that a path that cannot be written fails
-		// before the enqueue, not after it.
-		if err := os.WriteFile(*drainProfile, nil, 0o644); err != nil {
+		// Created now, so that a path that cannot be written fails before
+		// the enqueue, not after it.
+		f, err := os.Create(*drainProfile)
+		if err != nil {
 			return fmt.Errorf("bench: --drain-cpuprofile: %w", err)
 		}
+		defer f.Close()
 		profiled := false
 		o.OnDrain = func() func() {
-			if profiled {
+			if profiled { // the first drain only
 				return func() {}
 			}
 			profiled = true
-			stop, err := startCPUProfile("--drain-cpuprofile", *drainProfile)
-			if err != nil {
-				profileErr = err
+			if err := pprof.StartCPUProfile(f); err != nil {
+				profileErr = fmt.Errorf("bench: --drain-cpuprofile: %w", err)
 				return func() {}
 			}
-			return stop
+			return pprof.StopCPUProfile
 		}
 	}
 	results, err := bench.Run(ctx, o)
@@ -119,16 +120,15 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// startCPUProfile starts writing a CPU profile to path (flag names it in
-// errors); stop ends it.
-func startCPUProfile(flag, path string) (stop func(), err error) {
+// startCPUProfile starts writing a CPU profile to path; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s: %w", flag, err)
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("bench: %s: %w", flag, err)
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
 	}
 	return func() {
 		pprof.StopCPUProfile()
