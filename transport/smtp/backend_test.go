@@ -51,6 +51,9 @@ type action struct {
 	reply string // one reply line, e.g. "550 5.1.1 No such user"
 	hang  bool   // never answer
 	drop  bool   // close the connection
+	// conn limits the action to the conn-th connection the server
+	// accepted (1 is the first); 0 means every connection.
+	conn int
 }
 
 // serverTLS is how the test server offers TLS.
@@ -98,6 +101,7 @@ type server struct {
 	mu       sync.Mutex
 	script   script
 	live     map[net.Conn]bool // open connections
+	all      []*trackedConn    // every connection accepted, in order
 	maxLive  int               // most connections open at once
 	conns    int               // connections accepted
 	closed   int               // connections closed
@@ -242,6 +246,9 @@ func (s *server) action(st stage) action {
 // act carries out the script at st on c; a nil error means go on.
 func (s *server) act(c net.Conn, st stage) error {
 	a := s.action(st)
+	if tc, ok := c.(*trackedConn); a.conn != 0 && (!ok || tc.n != a.conn) {
+		return nil
+	}
 	switch {
 	case a.hang:
 		<-s.done
@@ -286,6 +293,8 @@ func (l *scriptedListener) Accept() (net.Conn, error) {
 		c := &trackedConn{Conn: raw, s: l.s}
 		l.s.mu.Lock()
 		l.s.conns++
+		c.n = l.s.conns
+		l.s.all = append(l.s.all, c)
 		l.s.live[c] = true
 		l.s.maxLive = max(l.s.maxLive, len(l.s.live))
 		l.s.mu.Unlock()
@@ -307,11 +316,58 @@ func (l *scriptedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// trackedConn counts its Close in the server.
+// trackedConn counts its Close in the server and keeps what the client
+// sent on it.
 type trackedConn struct {
 	net.Conn
 	s    *server
+	n    int // 1 for the first connection the server accepted
 	once sync.Once
+	in   []byte // what the client sent, guarded by s.mu
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.s.mu.Lock()
+	c.in = append(c.in, p[:n]...)
+	c.s.mu.Unlock()
+	return n, err
+}
+
+// commands returns the verbs the client sent on each connection, in order
+// (the message text after DATA left out). Only meaningful without TLS:
+// the connection sees TLS records, not commands.
+func (s *server) commands() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all [][]string
+	for _, c := range s.all {
+		var verbs []string
+		inData := false
+		for _, line := range strings.Split(string(c.in), "\r\n") {
+			switch {
+			case inData:
+				inData = line != "."
+			case line != "":
+				verb, _, _ := strings.Cut(line, " ")
+				verb = strings.ToUpper(verb)
+				verbs = append(verbs, verb)
+				inData = verb == "DATA"
+			}
+		}
+		all = append(all, verbs)
+	}
+	return all
+}
+
+// say writes line to the n-th connection (1 is the first) under the SMTP
+// server, unasked, as a server does before it hangs up on an idle client.
+func (s *server) say(n int, line string) error {
+	s.mu.Lock()
+	c := s.all[n-1]
+	s.mu.Unlock()
+	_, err := io.WriteString(c.Conn, line+"\r\n")
+	return err
 }
 
 func (c *trackedConn) Close() error {

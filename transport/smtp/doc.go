@@ -35,16 +35,25 @@
 //
 // # Connections
 //
-// Consecutive sends reuse a connection (RSET between messages, a NOOP to
-// check a connection that waited in the pool); at most pool connections are
-// open at once, and a Send waits for one to come free. Idle connections
-// are closed after idle_timeout. After any error or timeout the connection
-// is dropped, so a broken session never fails the next message.
+// Consecutive sends reuse a connection; at most pool connections are open
+// at once, and a Send waits for one to come free. Idle connections are
+// closed after idle_timeout. A mail on a reused connection costs its
+// transaction alone, MAIL FROM, RCPT TO and DATA: no RSET follows a
+// delivered mail (the 250 after the data ends the transaction), and a
+// connection taken from the pool is checked by looking at its socket, not
+// by a NOOP round trip. The look finds a connection the server closed;
+// only when the server wrote something unasked (a 421 before hanging up)
+// is it asked with NOOP. A reused connection whose MAIL FROM gets no reply
+// or a 421 was let go by the server: nothing of the mail was taken, and it
+// goes out on another connection within the same Send. After any other
+// error or a timeout the connection is dropped, so a broken session never
+// fails the next message.
 //
 // # Outcomes
 //
-// Send makes one delivery attempt (one SMTP transaction) and honours its
-// context at every stage. Replies, network, TLS and timeout errors are
+// Send makes one delivery attempt (one SMTP transaction past MAIL FROM; the
+// stale connection above is the only case that starts a second) and
+// honours its context at every stage. Replies, network, TLS and timeout errors are
 // classified by package classify; a drop or stall after the DATA terminator
 // is Temporary with MaybeDelivered set. The Receipt's MessageID is the
 // Message-ID header the mail went out with and its Response the server's

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/wneessen/go-mail"
+	"net/textproto"
 
 	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/transport"
@@ -32,12 +32,48 @@ func (t *Transport) setupError(ctx context.Context, stage string, err error) err
 	return classify.Error(fmt.Errorf("smtp: %s %s: %w", stage, t.cfg.addr, err))
 }
 
+// The steps of a mail transaction, as a *stepError names them.
+const (
+	stepMessage = "envelope of"  // the addresses could not be taken from the message
+	stepMail    = "MAIL FROM"    // the command or its reply
+	stepRcpt    = "RCPT TO"      // the command or its reply
+	stepData    = "DATA"         // the command or its 354
+	stepContent = "message data" // writing the message
+	stepEnd     = "end of data"  // the terminator and the reply to the whole mail
+)
+
+// stepError is a failed step of a mail transaction.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return "smtp: " + e.step + ": " + e.err.Error() }
+
+func (e *stepError) Unwrap() error { return e.err }
+
+// staleAtMail reports whether err is a MAIL FROM that failed the way a
+// connection the server let go while idle fails: without a reply (closed,
+// reset, silent) or with 421, the reply a server gives as it closes the
+// channel. Nothing of a mail has been taken at that point.
+func staleAtMail(err error) bool {
+	var se *stepError
+	if !errors.As(err, &se) || se.step != stepMail {
+		return false
+	}
+	var reply *textproto.Error
+	if errors.As(err, &reply) {
+		return reply.Code == 421
+	}
+	return true
+}
+
 // sendError classifies a failed transaction: a connection lost or silent
 // after the DATA terminator without a reply may have delivered the mail;
 // everything else is a reply or a failure before the mail was handed over.
 func sendError(err error) error {
-	var se *mail.SendError
-	if errors.As(err, &se) && se.Reason == mail.ErrSMTPDataClose && se.ErrorCode() == 0 {
+	var se *stepError
+	if errors.As(err, &se) && se.step == stepEnd {
 		return classify.MaybeDelivered(err)
 	}
 	return classify.Error(err)

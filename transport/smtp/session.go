@@ -79,9 +79,34 @@ func (t *Transport) handshake(ctx context.Context, c *conn) (s *session, stage s
 	return &session{conn: c, sc: sc}, "", nil
 }
 
-// alive reports whether a session that waited in the pool still answers
-// NOOP within ctx.
-func (s *session) alive(ctx context.Context) bool {
+// idleState is what a look at an idle connection's socket found.
+type idleState int
+
+const (
+	unknown idleState = iota // cannot tell without asking the server
+	open                     // nothing waiting to be read, not closed
+	gone                     // closed by the server, or broken
+)
+
+// usable reports whether a session that waited in the pool can carry the
+// next mail. Most of the time a look at its socket answers without a round
+// trip: nothing to read means the server has neither hung up nor said
+// anything since the last reply. Only when bytes are waiting (a 421 before
+// the server hung up, or anything the look cannot tell from it) does it
+// ask the server, with NOOP, within ctx. A server that vanished without
+// closing the connection passes the look; the MAIL FROM that follows finds
+// out, and Send then moves to another connection (see Transport.send).
+func (s *session) usable(ctx context.Context) bool {
+	state := unknown
+	if s.sc.Text.R.Buffered() == 0 {
+		state = peek(s.conn.Conn)
+	}
+	switch state {
+	case open:
+		return true
+	case gone:
+		return false
+	}
 	stop := s.conn.bind(ctx)
 	err := s.sc.Noop()
 	return stop() && err == nil

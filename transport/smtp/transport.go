@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wneessen/go-mail"
+	mailsmtp "github.com/wneessen/go-mail/smtp"
 
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/internal/render"
@@ -66,7 +67,6 @@ type Options struct {
 // connections. It is safe for concurrent use.
 type Transport struct {
 	cfg  *config
-	mail *mail.Client // sends on the pool's sessions; never dials
 	pool *pool
 }
 
@@ -82,13 +82,7 @@ func Open(_ context.Context, host string, port int, opts *Options) (*Transport, 
 	if err != nil {
 		return nil, err
 	}
-	// go-mail's Client only runs transactions on sessions dialed here; its
-	// NOOP before each message is ours to decide (see session.alive).
-	client, err := mail.NewClient(host, mail.WithoutNoop(), mail.WithTimeout(cfg.timeout))
-	if err != nil {
-		return nil, fmt.Errorf("smtp: %w", err)
-	}
-	return &Transport{cfg: cfg, mail: client, pool: newPool(cfg.pool, cfg.idleTimeout)}, nil
+	return &Transport{cfg: cfg, pool: newPool(cfg.pool, cfg.idleTimeout)}, nil
 }
 
 // Send delivers m in one SMTP transaction on a pooled or new connection.
@@ -106,32 +100,78 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 	if err := m.Validate(); err != nil {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Detail: "invalid message", Err: err}
 	}
-	s, err := t.session(ctx)
+	for {
+		s, reused, err := t.session(ctx)
+		if err != nil {
+			return transport.Receipt{}, err
+		}
+		msg, err := t.render(s, m)
+		if err != nil {
+			t.pool.put(s)
+			return transport.Receipt{}, err
+		}
+		stop := s.conn.bind(ctx)
+		response, err := transaction(s.sc, msg)
+		interrupted := !stop()
+		if err == nil && !interrupted {
+			t.pool.put(s)
+		} else {
+			t.pool.discard(s)
+		}
+		// A 250 after the DATA terminator is a delivery even if the context
+		// ended right after it.
+		if err == nil {
+			return transport.Receipt{MessageID: render.MessageID(msg), Response: response}, nil
+		}
+		if reused && !interrupted && staleAtMail(err) {
+			// The server let the idle connection go (or says it is about
+			// to) before this transaction began: nothing of the mail was
+			// taken, so it goes out on another connection.
+			continue
+		}
+		if interrupted {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		return transport.Receipt{}, sendError(err)
+	}
+}
+
+// transaction runs one mail transaction on sc: MAIL FROM, RCPT TO, DATA,
+// the message and its terminator. It returns the text of the server's 250
+// reply to the terminator. After that reply the transaction is over and
+// the session is ready for the next MAIL FROM (RFC 5321, section 3.3), so
+// no RSET follows; a session whose transaction failed is discarded, never
+// reset and reused. A failure is a *stepError naming the step.
+func transaction(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
+	from, err := msg.GetSender(false)
 	if err != nil {
-		return transport.Receipt{}, err
+		return "", &stepError{step: stepMessage, err: err}
 	}
-	msg, err := t.render(s, m)
+	rcpts, err := msg.GetRecipients()
 	if err != nil {
-		t.pool.put(s)
-		return transport.Receipt{}, err
+		return "", &stepError{step: stepMessage, err: err}
 	}
-	stop := s.conn.bind(ctx)
-	err = t.mail.SendWithSMTPClient(s.sc, msg)
-	interrupted := !stop()
-	if err == nil && !interrupted {
-		t.pool.put(s)
-	} else {
-		t.pool.discard(s)
+	if err := sc.Mail(from); err != nil {
+		return "", &stepError{step: stepMail, err: err}
 	}
-	// A 250 after the DATA terminator is a delivery even if the RSET after
-	// it failed.
-	if msg.IsDelivered() {
-		return transport.Receipt{MessageID: render.MessageID(msg), Response: msg.ServerResponse()}, nil
+	for _, rcpt := range rcpts {
+		if err := sc.Rcpt(rcpt); err != nil {
+			return "", &stepError{step: stepRcpt, err: err}
+		}
 	}
-	if interrupted {
-		err = fmt.Errorf("%w: %w", ctx.Err(), err)
+	w, err := sc.Data()
+	if err != nil {
+		return "", &stepError{step: stepData, err: err}
 	}
-	return transport.Receipt{}, sendError(err)
+	if _, err := msg.WriteTo(w); err != nil {
+		return "", &stepError{step: stepContent, err: err}
+	}
+	// Close writes the terminator and reads the reply: from here on a
+	// failure without a reply may have delivered the mail.
+	if err := w.Close(); err != nil {
+		return "", &stepError{step: stepEnd, err: err}
+	}
+	return w.(*mailsmtp.DataCloser).ServerResponse(), nil
 }
 
 // render builds the mail for session s. Without SMTPUTF8 on the server,
@@ -153,30 +193,30 @@ func (t *Transport) render(s *session, m *transport.Message) (*mail.Msg, error) 
 }
 
 // session returns a session that is ready for MAIL FROM, holding one pool
-// slot: an idle one that still answers, or a new one.
-func (t *Transport) session(ctx context.Context) (*session, error) {
+// slot: an idle one that still looks usable (reused), or a new one.
+func (t *Transport) session(ctx context.Context) (s *session, reused bool, err error) {
 	if err := ctx.Err(); err != nil {
 		// Checked first: an ended context would fail the NOOP of a healthy
 		// idle session and cost the pool a good connection.
-		return nil, t.setupError(ctx, "send to", err)
+		return nil, false, t.setupError(ctx, "send to", err)
 	}
 	if err := t.pool.acquire(ctx); errors.Is(err, transport.ErrClosed) {
-		return nil, &transport.Error{Kind: transport.Connection, Rule: "transport-closed", Err: err}
+		return nil, false, &transport.Error{Kind: transport.Connection, Rule: "transport-closed", Err: err}
 	} else if err != nil {
-		return nil, t.setupError(ctx, "wait for a connection to", err)
+		return nil, false, t.setupError(ctx, "wait for a connection to", err)
 	}
 	for s := t.pool.take(); s != nil; s = t.pool.take() {
-		if s.alive(ctx) {
-			return s, nil
+		if s.usable(ctx) {
+			return s, true, nil
 		}
 		s.close()
 	}
-	s, err := t.dial(ctx)
+	s, err = t.dial(ctx)
 	if err != nil {
 		t.pool.release()
-		return nil, err
+		return nil, false, err
 	}
-	return s, nil
+	return s, false, nil
 }
 
 // Close closes the idle connections and makes later Sends fail; a Send in
