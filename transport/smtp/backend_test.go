@@ -77,6 +77,9 @@ type script struct {
 	echoAuth bool
 	// utf8 advertises SMTPUTF8 (RFC 6531).
 	utf8 bool
+	// delay holds back every write of the server, its replies: a server a
+	// network round trip away.
+	delay time.Duration
 }
 
 // received is one mail the test server took: the envelope and the raw data.
@@ -324,6 +327,13 @@ type trackedConn struct {
 	n    int // 1 for the first connection the server accepted
 	once sync.Once
 	in   []byte // what the client sent, guarded by s.mu
+}
+
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if c.s.script.delay > 0 { // script.delay never changes after start
+		time.Sleep(c.s.script.delay)
+	}
+	return c.Conn.Write(p)
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {

@@ -14,6 +14,13 @@ import (
 
 func BenchmarkSendReuse(b *testing.B) { benchmarkSend(b, script{tls: noTLS}, true) }
 
+// BenchmarkSendReuseRTT is BenchmarkSendReuse with every reply 1 ms
+// late, as from a relay a millisecond away: the time per mail counts the
+// round trips of a mail on a reused connection.
+func BenchmarkSendReuseRTT(b *testing.B) {
+	benchmarkSend(b, script{tls: noTLS, delay: time.Millisecond}, true)
+}
+
 func BenchmarkSendNewConnection(b *testing.B) { benchmarkSend(b, script{tls: noTLS}, false) }
 
 func BenchmarkSendReuseSTARTTLS(b *testing.B) {
