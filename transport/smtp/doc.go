@@ -45,9 +45,12 @@
 // only when the server wrote something unasked (a 421 before hanging up)
 // is it asked with NOOP. A reused connection whose MAIL FROM gets no reply
 // or a 421 was let go by the server: nothing of the mail was taken, and it
-// goes out on another connection within the same Send. After any other
-// error or a timeout the connection is dropped, so a broken session never
-// fails the next message.
+// goes out on another connection within the same Send. A refusal (a 4xx
+// or 5xx reply other than 421, such as 550 for an unknown recipient) keeps
+// the connection: an RSET ends the transaction, unless the refusal was the
+// reply to the whole mail, which ends it already. After any other error or
+// a timeout the connection is dropped, so a broken session never fails the
+// next message.
 //
 // # Outcomes
 //

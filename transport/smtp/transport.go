@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/textproto"
 	"time"
 
 	"github.com/wneessen/go-mail"
@@ -112,8 +113,9 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 		}
 		stop := s.conn.bind(ctx)
 		response, err := transaction(s.sc, msg)
+		keep := err == nil || reusable(s.sc, err)
 		interrupted := !stop()
-		if err == nil && !interrupted {
+		if keep && !interrupted {
 			t.pool.put(s)
 		} else {
 			t.pool.discard(s)
@@ -140,8 +142,8 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 // the message and its terminator. It returns the text of the server's 250
 // reply to the terminator. After that reply the transaction is over and
 // the session is ready for the next MAIL FROM (RFC 5321, section 3.3), so
-// no RSET follows; a session whose transaction failed is discarded, never
-// reset and reused. A failure is a *stepError naming the step.
+// no RSET follows. A failure is a *stepError naming the step; whether the
+// session can be used again after it is for reusable to say.
 func transaction(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
 	from, err := msg.GetSender(false)
 	if err != nil {
@@ -172,6 +174,23 @@ func transaction(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
 		return "", &stepError{step: stepEnd, err: err}
 	}
 	return w.(*mailsmtp.DataCloser).ServerResponse(), nil
+}
+
+// reusable reports whether sc can carry another mail after its transaction
+// failed with err. It can when the server answered with a refusal (4xx or
+// 5xx, but not 421, which says the server is closing the connection) and
+// the transaction is over: the reply to the end of data ends it, and
+// before that RSET abandons it. A bounced recipient then costs one round
+// trip instead of a new connection (and its TLS handshake and AUTH). Any
+// other failure leaves the session in a state no one can tell, and it is
+// dropped.
+func reusable(sc *mailsmtp.Client, err error) bool {
+	var se *stepError
+	var reply *textproto.Error
+	if !errors.As(err, &se) || !errors.As(err, &reply) || reply.Code < 400 || reply.Code == 421 {
+		return false
+	}
+	return se.step == stepEnd || sc.Reset() == nil
 }
 
 // render builds the mail for session s. Without SMTPUTF8 on the server,
