@@ -1,6 +1,7 @@
 package smtp_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -77,9 +78,13 @@ type script struct {
 	echoAuth bool
 	// utf8 advertises SMTPUTF8 (RFC 6531).
 	utf8 bool
-	// delay holds back every write of the server, its replies: a server a
-	// network round trip away.
+	// delay delivers every write of the server, its replies, that much
+	// later, without holding up the next: a server a network round trip
+	// of delay away.
 	delay time.Duration
+	// noPipelining leaves PIPELINING out of the EHLO reply, which go-smtp
+	// always offers. Without TLS only: it edits the bytes on the wire.
+	noPipelining bool
 }
 
 // received is one mail the test server took: the envelope and the raw data.
@@ -293,6 +298,9 @@ func (l *scriptedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		if l.s.script.delay > 0 { // script.delay never changes after start
+			raw = newLateConn(raw, l.s.script.delay)
+		}
 		c := &trackedConn{Conn: raw, s: l.s}
 		l.s.mu.Lock()
 		l.s.conns++
@@ -319,53 +327,98 @@ func (l *scriptedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// trackedConn counts its Close in the server and keeps what the client
-// sent on it.
+// trackedConn counts its Close in the server and keeps what went over it,
+// read by read and write by write.
 type trackedConn struct {
 	net.Conn
 	s    *server
 	n    int // 1 for the first connection the server accepted
 	once sync.Once
-	in   []byte // what the client sent, guarded by s.mu
+	wire []wireEvent // guarded by s.mu
+}
+
+// wireEvent is one Read or Write on a trackedConn.
+type wireEvent struct {
+	client bool // the client sent b (a Read); else the server did (a Write)
+	b      []byte
 }
 
 func (c *trackedConn) Write(p []byte) (int, error) {
-	if c.s.script.delay > 0 { // script.delay never changes after start
-		time.Sleep(c.s.script.delay)
+	if c.s.script.noPipelining { // script.noPipelining never changes after start
+		// go-smtp always offers PIPELINING, as the first keyword after
+		// the greeting line of its EHLO reply.
+		if q := bytes.Replace(p, []byte("250-PIPELINING\r\n"), nil, 1); len(q) < len(p) {
+			c.record(false, q)
+			_, err := c.Conn.Write(q)
+			return len(p), err
+		}
 	}
+	c.record(false, p)
 	return c.Conn.Write(p)
+}
+
+func (c *trackedConn) record(client bool, b []byte) {
+	c.s.mu.Lock()
+	c.wire = append(c.wire, wireEvent{client: client, b: append([]byte(nil), b...)})
+	c.s.mu.Unlock()
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	c.s.mu.Lock()
-	c.in = append(c.in, p[:n]...)
-	c.s.mu.Unlock()
+	if n > 0 {
+		c.record(true, p[:n])
+	}
 	return n, err
 }
 
 // commands returns the verbs the client sent on each connection, in order
-// (the message text after DATA left out). Only meaningful without TLS:
+// (the message after the server's 354 left out). Only meaningful without TLS:
 // the connection sees TLS records, not commands.
 func (s *server) commands() [][]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var all [][]string
-	for _, c := range s.all {
+	for _, groups := range s.groups() {
 		var verbs []string
-		inData := false
-		for _, line := range strings.Split(string(c.in), "\r\n") {
-			switch {
-			case inData:
-				inData = line != "."
-			case line != "":
-				verb, _, _ := strings.Cut(line, " ")
-				verb = strings.ToUpper(verb)
-				verbs = append(verbs, verb)
-				inData = verb == "DATA"
-			}
+		for _, g := range groups {
+			verbs = append(verbs, g...)
 		}
 		all = append(all, verbs)
+	}
+	return all
+}
+
+// groups returns the verbs the client sent on each connection, grouped by
+// the read that took them: the commands of a group were all sent before
+// the server answered any of them. Without TLS only, as commands.
+func (s *server) groups() [][][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all [][][]string
+	for _, c := range s.all {
+		var groups [][]string
+		inData, partial := false, ""
+		for _, e := range c.wire {
+			if !e.client {
+				// The message follows the server's 354, never before.
+				inData = inData || bytes.HasPrefix(e.b, []byte("354")) || bytes.Contains(e.b, []byte("\r\n354"))
+				continue
+			}
+			lines := strings.Split(partial+string(e.b), "\r\n")
+			partial = lines[len(lines)-1] // "" when the chunk ends a line
+			var verbs []string
+			for _, line := range lines[:len(lines)-1] {
+				switch {
+				case inData:
+					inData = line != "."
+				case line != "":
+					verb, _, _ := strings.Cut(line, " ")
+					verbs = append(verbs, strings.ToUpper(verb))
+				}
+			}
+			if len(verbs) > 0 {
+				groups = append(groups, verbs)
+			}
+		}
+		all = append(all, groups)
 	}
 	return all
 }
@@ -388,6 +441,61 @@ func (c *trackedConn) Close() error {
 		c.s.mu.Unlock()
 	})
 	return c.Conn.Close()
+}
+
+// lateConn delivers what is written to it d later, in order, without
+// holding up the writer: the one-way delay of a network path.
+type lateConn struct {
+	net.Conn
+	d    time.Duration
+	out  chan lateChunk
+	done chan struct{} // closed when the delivering goroutine ends
+
+	mu     sync.Mutex
+	closed bool
+}
+
+type lateChunk struct {
+	due time.Time
+	b   []byte
+}
+
+func newLateConn(c net.Conn, d time.Duration) *lateConn {
+	l := &lateConn{Conn: c, d: d, out: make(chan lateChunk, 1024), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for ch := range l.out {
+			time.Sleep(time.Until(ch.due))
+			if _, err := l.Conn.Write(ch.b); err != nil {
+				for range l.out { // drop the rest; writers must not block
+				}
+				return
+			}
+		}
+	}()
+	return l
+}
+
+func (l *lateConn) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, net.ErrClosed
+	}
+	l.out <- lateChunk{due: time.Now().Add(l.d), b: bytes.Clone(p)}
+	return len(p), nil
+}
+
+// Close delivers what is still due, then closes the connection.
+func (l *lateConn) Close() error {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.out)
+	}
+	l.mu.Unlock()
+	<-l.done
+	return l.Conn.Close()
 }
 
 // NewSession implements gosmtp.Backend; it runs at EHLO.

@@ -14,9 +14,9 @@ import (
 
 func BenchmarkSendReuse(b *testing.B) { benchmarkSend(b, script{tls: noTLS}, true) }
 
-// BenchmarkSendReuseRTT is BenchmarkSendReuse with every reply 1 ms
-// late, as from a relay a millisecond away: the time per mail counts the
-// round trips of a mail on a reused connection.
+// BenchmarkSendReuseRTT is BenchmarkSendReuse with every reply arriving
+// 1 ms late, as from a relay a millisecond away: the time per mail counts
+// the round trips of a mail on a reused connection.
 func BenchmarkSendReuseRTT(b *testing.B) {
 	benchmarkSend(b, script{tls: noTLS, delay: time.Millisecond}, true)
 }

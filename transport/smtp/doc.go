@@ -41,7 +41,9 @@
 // transaction alone, MAIL FROM, RCPT TO and DATA: no RSET follows a
 // delivered mail (the 250 after the data ends the transaction), and a
 // connection taken from the pool is checked by looking at its socket, not
-// by a NOOP round trip. The look finds a connection the server closed;
+// by a NOOP round trip. When the server offers PIPELINING (RFC 2920), the
+// three commands go out together, so a mail costs two round trips, the
+// envelope and the message; every reply is still read and checked. The look finds a connection the server closed;
 // only when the server wrote something unasked (a 421 before hanging up)
 // is it asked with NOOP. A reused connection whose MAIL FROM gets no reply
 // or a 421 was let go by the server: nothing of the mail was taken, and it

@@ -46,6 +46,10 @@ const (
 type stepError struct {
 	step string
 	err  error
+	// broken: the session is in no state to go on, whatever the reply
+	// said (an answer to a pipelined command is missing, or the server
+	// waits for message data).
+	broken bool
 }
 
 func (e *stepError) Error() string { return "smtp: " + e.step + ": " + e.err.Error() }

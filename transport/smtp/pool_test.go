@@ -74,42 +74,6 @@ func TestErrorDiscardsTheSession(t *testing.T) {
 	}
 }
 
-// TestRefusalKeepsTheSession: a refusal (a 4xx or 5xx reply other than
-// 421) is the server's answer about one mail, not about the connection:
-// the transaction is ended with RSET (not needed after the reply to the
-// whole mail), and the next mail goes out on the same connection with
-// only its own recipient.
-func TestRefusalKeepsTheSession(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name  string
-		at    stage
-		reply string
-		wire  []string // the first mail's commands after EHLO
-	}{
-		{"550 at rcpt", atRcpt, "550 5.1.1 No such user", []string{"MAIL", "RCPT", "RSET"}},
-		{"452 at rcpt", atRcpt, "452 4.2.2 Mailbox full", []string{"MAIL", "RCPT", "RSET"}},
-		{"451 at mail", atMail, "451 4.3.0 Try again", []string{"MAIL", "RSET"}},
-		{"554 after data", afterData, "554 5.7.1 Rejected as spam", []string{"MAIL", "RCPT", "DATA"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := startServer(t, script{tls: noTLS})
-			tr := open(t, s.url(""))
-			s.set(tc.at, action{reply: tc.reply})
-			_, err := send(t, tr, message())
-			require.Error(t, err, "first send succeeded, want the scripted refusal")
-			s.set(tc.at, action{})
-			_, err = send(t, tr, message())
-			require.NoError(t, err, "send after a refusal")
-			want := append(append([]string{"EHLO"}, tc.wire...), "MAIL", "RCPT", "DATA")
-			assert.Equal(t, [][]string{want}, s.commands(), "commands on each connection")
-			require.Len(t, s.mail(), 1, "mails accepted")
-			assert.Equal(t, []string{message().To.Address}, s.mail()[0].to, "recipients of the mail after the refusal")
-		})
-	}
-}
-
 // TestDeadPooledConnectionIsReplaced: a server that closed an idle
 // connection costs a redial, not a failed message, and not a second
 // transaction.
@@ -226,59 +190,6 @@ func TestEndedContextKeepsThePooledConnection(t *testing.T) {
 	assert.Equal(t, 1, conns, "connections: the first one reused")
 }
 
-// TestReuseSendsOnlyTheTransaction: a mail on a reused connection costs
-// its transaction, MAIL, RCPT and DATA, and nothing more: no NOOP to check
-// the connection first, no RSET after the mail. Each mail still has only
-// its own recipient.
-func TestReuseSendsOnlyTheTransaction(t *testing.T) {
-	t.Parallel()
-	s := startServer(t, script{tls: noTLS})
-	tr := open(t, s.url(""))
-	for i := range 3 {
-		_, err := send(t, tr, message())
-		require.NoError(t, err, "send %d", i)
-	}
-	tx := []string{"MAIL", "RCPT", "DATA"}
-	want := append(append(append([]string{"EHLO"}, tx...), tx...), tx...)
-	assert.Equal(t, [][]string{want}, s.commands(), "commands on each connection")
-	require.Len(t, s.mail(), 3, "mails accepted")
-	for i, m := range s.mail() {
-		assert.Len(t, m.to, 1, "mail %d had recipients %q: state leaked between transactions", i, m.to)
-	}
-}
-
-// TestStaleReusedConnectionFailsOverAtMail: a reused connection that
-// fails its MAIL FROM the way a connection the server let go fails (a
-// 421, or no answer at all) costs the mail nothing: nothing was taken, and
-// it goes out on a new connection. The server saw no second RCPT or DATA
-// on the stale one.
-func TestStaleReusedConnectionFailsOverAtMail(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		a    action
-	}{
-		{"421", action{reply: "421 4.4.2 mx.test Error: timeout exceeded", conn: 1}},
-		{"silent", action{hang: true, conn: 1}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := startServer(t, script{tls: noTLS})
-			tr := open(t, s.url("timeout=1500ms"))
-			_, err := send(t, tr, message())
-			require.NoError(t, err)
-			s.set(atMail, tc.a)
-			_, err = send(t, tr, message())
-			require.NoError(t, err, "send on a connection that went stale")
-			assert.Len(t, s.mail(), 2, "mails accepted")
-			assert.Equal(t, [][]string{
-				{"EHLO", "MAIL", "RCPT", "DATA", "MAIL"},
-				{"EHLO", "MAIL", "RCPT", "DATA"},
-			}, s.commands(), "commands on each connection")
-		})
-	}
-}
-
 // TestReplyAtMailOnReusedConnectionIsTheOutcome: any other reply to MAIL
 // FROM on a reused connection is the server's answer to this mail, not a
 // sign of a stale connection: it is the outcome, with no second try.
@@ -297,29 +208,4 @@ func TestReplyAtMailOnReusedConnectionIsTheOutcome(t *testing.T) {
 	_, _, mails, _, _ := s.counts()
 	assert.Equal(t, 1, conns, "connections")
 	assert.Equal(t, 2, mails, "MAIL FROM the server saw")
-}
-
-// TestIdleConnectionWithWordsWaitingIsNotUsedBlindly: a server that wrote
-// to an idle connection (a 421 before closing, without closing yet) gets
-// that answer read before any transaction on it: the mail goes out on a
-// new connection, and the old one carried no second RCPT or DATA.
-func TestIdleConnectionWithWordsWaitingIsNotUsedBlindly(t *testing.T) {
-	t.Parallel()
-	s := startServer(t, script{tls: noTLS})
-	tr := open(t, s.url(""))
-	_, err := send(t, tr, message())
-	require.NoError(t, err)
-	require.NoError(t, s.say(1, "421 4.4.2 mx.test Error: timeout exceeded"))
-	_, err = send(t, tr, message())
-	require.NoError(t, err, "send after the server spoke on the idle connection")
-	assert.Len(t, s.mail(), 2, "mails accepted")
-	cmds := s.commands()
-	require.Len(t, cmds, 2, "connections")
-	// The 421 answers a NOOP when it had arrived before the Send looked,
-	// else the MAIL FROM.
-	assert.Contains(t, [][]string{
-		{"EHLO", "MAIL", "RCPT", "DATA", "NOOP"},
-		{"EHLO", "MAIL", "RCPT", "DATA", "MAIL"},
-	}, cmds[0], "commands on the first connection")
-	assert.Equal(t, []string{"EHLO", "MAIL", "RCPT", "DATA"}, cmds[1], "commands on the second connection")
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/textproto"
 	"time"
 
 	"github.com/wneessen/go-mail"
-	mailsmtp "github.com/wneessen/go-mail/smtp"
 
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/internal/render"
@@ -136,61 +134,6 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 		}
 		return transport.Receipt{}, sendError(err)
 	}
-}
-
-// transaction runs one mail transaction on sc: MAIL FROM, RCPT TO, DATA,
-// the message and its terminator. It returns the text of the server's 250
-// reply to the terminator. After that reply the transaction is over and
-// the session is ready for the next MAIL FROM (RFC 5321, section 3.3), so
-// no RSET follows. A failure is a *stepError naming the step; whether the
-// session can be used again after it is for reusable to say.
-func transaction(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
-	from, err := msg.GetSender(false)
-	if err != nil {
-		return "", &stepError{step: stepMessage, err: err}
-	}
-	rcpts, err := msg.GetRecipients()
-	if err != nil {
-		return "", &stepError{step: stepMessage, err: err}
-	}
-	if err := sc.Mail(from); err != nil {
-		return "", &stepError{step: stepMail, err: err}
-	}
-	for _, rcpt := range rcpts {
-		if err := sc.Rcpt(rcpt); err != nil {
-			return "", &stepError{step: stepRcpt, err: err}
-		}
-	}
-	w, err := sc.Data()
-	if err != nil {
-		return "", &stepError{step: stepData, err: err}
-	}
-	if _, err := msg.WriteTo(w); err != nil {
-		return "", &stepError{step: stepContent, err: err}
-	}
-	// Close writes the terminator and reads the reply: from here on a
-	// failure without a reply may have delivered the mail.
-	if err := w.Close(); err != nil {
-		return "", &stepError{step: stepEnd, err: err}
-	}
-	return w.(*mailsmtp.DataCloser).ServerResponse(), nil
-}
-
-// reusable reports whether sc can carry another mail after its transaction
-// failed with err. It can when the server answered with a refusal (4xx or
-// 5xx, but not 421, which says the server is closing the connection) and
-// the transaction is over: the reply to the end of data ends it, and
-// before that RSET abandons it. A bounced recipient then costs one round
-// trip instead of a new connection (and its TLS handshake and AUTH). Any
-// other failure leaves the session in a state no one can tell, and it is
-// dropped.
-func reusable(sc *mailsmtp.Client, err error) bool {
-	var se *stepError
-	var reply *textproto.Error
-	if !errors.As(err, &se) || !errors.As(err, &reply) || reply.Code < 400 || reply.Code == 421 {
-		return false
-	}
-	return se.step == stepEnd || sc.Reset() == nil
 }
 
 // render builds the mail for session s. Without SMTPUTF8 on the server,

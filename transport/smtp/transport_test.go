@@ -129,20 +129,29 @@ func TestReplies(t *testing.T) {
 		{"554 after data", afterData, "554 5.7.1 Message rejected as spam", transport.Permanent, 554, "5.7.1", "Message rejected as spam", 1},
 		{"451 after data", afterData, "451 4.7.1 Greylisted, try again in 5 minutes", transport.Temporary, 451, "4.7.1", "Greylisted, try again in 5 minutes", 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, script{auth: []string{"PLAIN"}, at: map[stage]action{tc.at: {reply: tc.reply}}})
-			tr := open(t, s.url(""))
-			_, err := send(t, tr, message())
-			te := classified(t, err)
-			assert.Equal(t, tc.kind, te.Kind, "kind of %v", err)
-			assert.Equal(t, tc.code, te.Code, "code of %v", err)
-			assert.Equal(t, tc.enhanced, te.Enhanced, "enhanced code of %v", err)
-			assert.False(t, te.MaybeDelivered, "maybe delivered after a reply: %v", err)
-			assert.Contains(t, te.Detail, tc.detail, "Detail holds the reply text")
-			_, _, mails, _, _ := s.counts()
-			assert.Equal(t, tc.mails, mails, "MAIL FROM the server saw")
-			assert.Empty(t, s.mail(), "mails the server accepted")
-		})
+		// The envelope as one pipelined group (go-smtp offers PIPELINING,
+		// here over STARTTLS), and one command at a time.
+		for _, sc := range []script{{}, {tls: noTLS, noPipelining: true}} {
+			sc.auth, sc.at = []string{"PLAIN"}, map[stage]action{tc.at: {reply: tc.reply}}
+			name := tc.name
+			if sc.noPipelining {
+				name += ", no pipelining"
+			}
+			t.Run(name, func(t *testing.T) {
+				s := startServer(t, sc)
+				tr := open(t, s.url(""))
+				_, err := send(t, tr, message())
+				te := classified(t, err)
+				assert.Equal(t, tc.kind, te.Kind, "kind of %v", err)
+				assert.Equal(t, tc.code, te.Code, "code of %v", err)
+				assert.Equal(t, tc.enhanced, te.Enhanced, "enhanced code of %v", err)
+				assert.False(t, te.MaybeDelivered, "maybe delivered after a reply: %v", err)
+				assert.Contains(t, te.Detail, tc.detail, "Detail holds the reply text")
+				_, _, mails, _, _ := s.counts()
+				assert.Equal(t, tc.mails, mails, "MAIL FROM the server saw")
+				assert.Empty(t, s.mail(), "mails the server accepted")
+			})
+		}
 	}
 }
 
