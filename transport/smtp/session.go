@@ -98,7 +98,9 @@ const (
 // out, and Send then moves to another connection (see Transport.send).
 func (s *session) usable(ctx context.Context) bool {
 	state := unknown
-	if s.sc.Text.R.Buffered() == 0 {
+	// The socket's deadline still dates from the last reply, and a look
+	// past it would fail; refresh moves it on first.
+	if s.sc.Text.R.Buffered() == 0 && s.conn.refresh() == nil {
 		state = peek(s.conn.Conn)
 	}
 	switch state {

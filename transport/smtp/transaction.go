@@ -28,6 +28,11 @@ func transaction(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
 	if err != nil {
 		return "", &stepError{step: stepMessage, err: err}
 	}
+	for _, a := range append([]string{from}, rcpts...) {
+		if strings.ContainsAny(a, "\r\n") { // Validate refuses these already
+			return "", &stepError{step: stepMessage, err: errors.New("smtp: address contains CR or LF")}
+		}
+	}
 	if ok, _ := sc.Extension("PIPELINING"); ok {
 		err = pipelined(sc, from, rcpts)
 	} else {
@@ -70,11 +75,6 @@ func stepByStep(sc *mailsmtp.Client, from string, rcpts []string) error {
 // marked broken, so that it is closed, and closing it mid-DATA makes the
 // server drop the transaction.
 func pipelined(sc *mailsmtp.Client, from string, rcpts []string) error {
-	for _, a := range append([]string{from}, rcpts...) {
-		if strings.ContainsAny(a, "\r\n") {
-			return &stepError{step: stepMessage, err: errors.New("smtp: address contains CR or LF")}
-		}
-	}
 	w := sc.Text.W
 	_, _ = w.WriteString(mailCommand(sc, from) + "\r\n")
 	for _, rcpt := range rcpts {
@@ -159,10 +159,14 @@ func content(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
 // before that RSET abandons it. A bounced recipient then costs one round
 // trip instead of a new connection (and its TLS handshake and AUTH). Any
 // other failure leaves the session in a state no one can tell, and it is
-// dropped.
+// dropped; a message whose envelope could not be written sent nothing, and
+// the session is kept as it was.
 func reusable(sc *mailsmtp.Client, err error) bool {
 	var se *stepError
 	var reply *textproto.Error
+	if errors.As(err, &se) && se.step == stepMessage {
+		return true // nothing was sent
+	}
 	if !errors.As(err, &se) || se.broken || !errors.As(err, &reply) || reply.Code < 400 || reply.Code == 421 {
 		return false
 	}

@@ -172,6 +172,12 @@ func (t *Transport) session(ctx context.Context) (s *session, reused bool, err e
 			return s, true, nil
 		}
 		s.close()
+		if err := ctx.Err(); err != nil {
+			// The NOOP failed because ctx ended: the other idle sessions
+			// are not to blame, and stay in the pool.
+			t.pool.release()
+			return nil, false, t.setupError(ctx, "send to", err)
+		}
 	}
 	s, err = t.dial(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -234,4 +235,20 @@ func TestPipelinedDataAcceptedAfterRefusal(t *testing.T) {
 	assert.Equal(t, transport.Permanent, te.Kind, "kind of %v", err)
 	assert.Equal(t, 550, te.Code, "code of %v", err)
 	assert.Empty(t, <-afterData, "what the client sent after a 354 that followed the refusal")
+}
+
+// TestIdleLongerThanTimeoutIsReused: the I/O timeout bounds each command,
+// not how long a connection may wait in the pool; one that waited longer
+// than the timeout (but less than idle_timeout) carries the next mail,
+// with no NOOP.
+func TestIdleLongerThanTimeoutIsReused(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, script{tls: noTLS})
+	tr := open(t, s.url("timeout=1s&idle_timeout=1m"))
+	_, err := send(t, tr, message())
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond) // past the timeout the last reply set
+	_, err = send(t, tr, message())
+	require.NoError(t, err)
+	assert.Equal(t, [][]string{{"EHLO", "MAIL", "RCPT", "DATA", "MAIL", "RCPT", "DATA"}}, s.commands(), "commands on each connection")
 }
