@@ -30,10 +30,12 @@ type Client struct {
 // requests: as many as it may have requests at once, within reason (the
 // worker's send concurrency, 8 by default). net/http keeps 2 per host
 // unless told otherwise, and the AWS SDK 10; an adapter talks to one host
-// only, so with more sends at once than that nearly every request paid a
-// new TCP and TLS handshake (269 connections for 320 requests, 16 at a
-// time, in TestConcurrentRequestsKeepTheirConnections). Idle connections
-// still close after the transport's IdleConnTimeout.
+// only, so over HTTP/1.1 with more sends at once than that nearly every
+// request paid a new TCP and TLS handshake (269 connections for 320
+// requests, 16 at a time, in TestConcurrentRequestsKeepTheirConnections).
+// Over HTTP/2, which both transports try first, requests share one
+// connection and the limit does not matter. Idle connections still close
+// after the transport's IdleConnTimeout.
 const idlePerHost = 100
 
 // NewClient returns a Client over tr, which it takes (it raises tr's idle

@@ -15,9 +15,10 @@ import (
 
 // TestConcurrentRequestsKeepTheirConnections: an adapter talks to one
 // host, with as many requests at once as the worker's send concurrency.
-// Each connection must stay open for the next request, not only the two
-// that net/http keeps idle per host by default: a connection closed after
-// each answer is a new TCP and TLS handshake for the next request.
+// Over HTTP/1.1 (an API, or a proxy before it, without HTTP/2) each
+// connection must stay open for the next request, not only the two that
+// net/http keeps idle per host by default: a connection closed after each
+// answer is a new TCP and TLS handshake for the next request.
 func TestConcurrentRequestsKeepTheirConnections(t *testing.T) {
 	const senders, rounds = 16, 5
 	for _, tc := range []struct {
