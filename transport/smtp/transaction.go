@@ -136,7 +136,7 @@ func mailCommand(sc *mailsmtp.Client, from string) string {
 // content writes the message after the server's 354, then the terminator,
 // and returns the text of the server's 250 reply to it.
 func content(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
-	w := sc.Text.DotWriter()
+	w := &dataWriter{w: sc.Text.W}
 	if _, err := msg.WriteTo(w); err != nil {
 		return "", &stepError{step: stepContent, err: err, broken: true}
 	}
