@@ -37,29 +37,34 @@
 //
 // Consecutive sends reuse a connection; at most pool connections are open
 // at once, and a Send waits for one to come free. Idle connections are
-// closed after idle_timeout. A mail on a reused connection costs its
-// transaction alone, MAIL FROM, RCPT TO and DATA: no RSET follows a
-// delivered mail (the 250 after the data ends the transaction), and a
-// connection taken from the pool is checked by looking at its socket, not
-// by a NOOP round trip. When the server offers PIPELINING (RFC 2920), the
-// three commands go out together, so a mail costs two round trips, the
-// envelope and the message; every reply is still read and checked. The look finds a connection the server closed;
+// closed after idle_timeout.
+//
+// A mail on a reused connection costs its transaction alone: MAIL FROM,
+// RCPT TO, DATA and the message. No RSET follows a delivered mail (the 250
+// after the data ends the transaction). When the server offers PIPELINING
+// (RFC 2920), MAIL FROM, RCPT TO and DATA go out together, so a mail costs
+// two round trips, the envelope and the message; every reply is still
+// read and checked.
+//
+// A connection taken from the pool is checked by a look at its socket, not
+// by a NOOP round trip. The look finds a connection the server closed;
 // only when the server wrote something unasked (a 421 before hanging up)
 // is it asked with NOOP. A reused connection whose MAIL FROM gets no reply
 // or a 421 was let go by the server: nothing of the mail was taken, and it
-// goes out on another connection within the same Send. A refusal (a 4xx
-// or 5xx reply other than 421, such as 550 for an unknown recipient) keeps
-// the connection: an RSET ends the transaction, unless the refusal was the
-// reply to the whole mail, which ends it already. After any other error or
-// a timeout the connection is dropped, so a broken session never fails the
-// next message.
+// goes out on another connection within the same Send.
+//
+// A refusal (a 4xx or 5xx reply other than 421, such as 550 for an unknown
+// recipient) keeps the connection: an RSET ends the transaction, unless
+// the refusal was the reply to the whole mail, which ends it already.
+// After any other error or a timeout the connection is dropped, so a
+// broken session never fails the next message.
 //
 // # Outcomes
 //
 // Send makes one delivery attempt (one SMTP transaction past MAIL FROM; the
 // stale connection above is the only case that starts a second) and
-// honours its context at every stage. Replies, network, TLS and timeout errors are
-// classified by package classify; a drop or stall after the DATA terminator
+// honours its context at every stage. Replies, network, TLS and timeout
+// errors are classified by package classify; a drop or stall after the DATA terminator
 // is Temporary with MaybeDelivered set. The Receipt's MessageID is the
 // Message-ID header the mail went out with and its Response the server's
 // 250 reply ("2.0.0 OK: queued as ..."). No error text contains the
