@@ -19,7 +19,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&o.Workers, "workers", 4, "workers draining the queue, each with its own connection pool")
 	fs.IntVar(&o.Producers, "producers", 4, "producers enqueueing, each mail in its own transaction")
 	fs.IntVar(&o.Messages, "messages", 20000, "mails of about 4 KB to enqueue and drain")
-	fs.DurationVar(&o.Latency, "latency", 0, "how long each send takes (fake transport)")
+	fs.DurationVar(&o.Latency, "latency", 0, "how long each send takes (fake transport), or the round trip to the SMTP server (--smtp)")
 	fs.IntVar(&o.History, "history", 0, "finished rows to pre-fill the table with (a table that has exactly as many is reused)")
 	fs.BoolVar(&o.Processes, "processes", false, "run each worker as a child process instead of a goroutine")
 	fs.StringVar(&o.Algorithm, "algorithm", bench.Mailspool, "mailspool, classic (id-ordered UPDATE ... IN (SELECT ... LIMIT 20) claim, one ack per mail), or both in the same run")

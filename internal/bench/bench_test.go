@@ -137,6 +137,21 @@ func TestRunThroughSMTP(t *testing.T) {
 	require.LessOrEqual(t, r.SMTPConnections, 2*4, "at most pool (4) connections per worker: reused, not one per mail")
 }
 
+// TestRunThroughSMTPWithARoundTrip: --latency with --smtp puts the SMTP
+// server a round trip away. One worker's pool of 4 connections, each mail
+// at least two round trips (the envelope, then the message), cannot drain
+// faster than 4 / (2 × 10 ms) = 200 mails/s, however fast the machine.
+func TestRunThroughSMTPWithARoundTrip(t *testing.T) {
+	url := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
+	results, err := Run(context.Background(), Options{DB: url, Workers: 1, Messages: 100, SMTP: true, Latency: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	r := results[0]
+	require.NoError(t, r.Err())
+	require.Equal(t, 100, r.Delivered)
+	require.Equal(t, "10ms", r.Latency)
+	require.LessOrEqual(t, r.DrainPerS, 200.0, "drain rate: the round trip was not applied")
+}
+
 // TestReuseHistory keeps the history of an earlier run and drops its mail.
 func TestReuseHistory(t *testing.T) {
 	url := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")

@@ -70,7 +70,7 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 	tr := newTracker(messageIDs(run, o.Messages))
 	var sink *smtpSink
 	if o.SMTP {
-		if sink, err = startSMTPSink(tr); err != nil {
+		if sink, err = startSMTPSink(tr, o.Latency); err != nil {
 			return nil, err
 		}
 		defer sink.close()

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	gosmtp "github.com/emersion/go-smtp"
+
+	"github.com/mailspool/mailspool/internal/netdelay"
 )
 
 // smtpSink is an SMTP server on loopback that accepts every mail and
 // reports its Message-ID header to a tracker: the delivery count of an
-// SMTP run is what a real server received.
+// SMTP run is what a real server received. With a delay its replies reach
+// the client that much later, as from a relay a round trip away.
 type smtpSink struct {
 	srv  *gosmtp.Server
 	ln   net.Listener
@@ -26,7 +29,7 @@ type smtpSink struct {
 	conns int
 }
 
-func startSMTPSink(tr *tracker) (*smtpSink, error) {
+func startSMTPSink(tr *tracker, delay time.Duration) (*smtpSink, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("bench: SMTP server: %w", err)
@@ -38,9 +41,13 @@ func startSMTPSink(tr *tracker) (*smtpSink, error) {
 	s.srv.ReadTimeout = time.Minute
 	s.srv.WriteTimeout = time.Minute
 	s.srv.MaxMessageBytes = 1 << 20
+	var served net.Listener = ln
+	if delay > 0 {
+		served = &netdelay.Listener{Listener: ln, D: delay}
+	}
 	go func() {
 		defer close(s.done)
-		_ = s.srv.Serve(ln)
+		_ = s.srv.Serve(served)
 	}()
 	return s, nil
 }

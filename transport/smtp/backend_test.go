@@ -28,6 +28,8 @@ import (
 	"github.com/emersion/go-sasl"
 	gosmtp "github.com/emersion/go-smtp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailspool/mailspool/internal/netdelay"
 )
 
 // The credentials the test server accepts when a script requires AUTH.
@@ -299,7 +301,7 @@ func (l *scriptedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.s.script.delay > 0 { // script.delay never changes after start
-			raw = newLateConn(raw, l.s.script.delay)
+			raw = netdelay.Wrap(raw, l.s.script.delay)
 		}
 		c := &trackedConn{Conn: raw, s: l.s}
 		l.s.mu.Lock()
@@ -441,61 +443,6 @@ func (c *trackedConn) Close() error {
 		c.s.mu.Unlock()
 	})
 	return c.Conn.Close()
-}
-
-// lateConn delivers what is written to it d later, in order, without
-// holding up the writer: the one-way delay of a network path.
-type lateConn struct {
-	net.Conn
-	d    time.Duration
-	out  chan lateChunk
-	done chan struct{} // closed when the delivering goroutine ends
-
-	mu     sync.Mutex
-	closed bool
-}
-
-type lateChunk struct {
-	due time.Time
-	b   []byte
-}
-
-func newLateConn(c net.Conn, d time.Duration) *lateConn {
-	l := &lateConn{Conn: c, d: d, out: make(chan lateChunk, 1024), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		for ch := range l.out {
-			time.Sleep(time.Until(ch.due))
-			if _, err := l.Conn.Write(ch.b); err != nil {
-				for range l.out { // drop the rest; writers must not block
-				}
-				return
-			}
-		}
-	}()
-	return l
-}
-
-func (l *lateConn) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return 0, net.ErrClosed
-	}
-	l.out <- lateChunk{due: time.Now().Add(l.d), b: bytes.Clone(p)}
-	return len(p), nil
-}
-
-// Close delivers what is still due, then closes the connection.
-func (l *lateConn) Close() error {
-	l.mu.Lock()
-	if !l.closed {
-		l.closed = true
-		close(l.out)
-	}
-	l.mu.Unlock()
-	<-l.done
-	return l.Conn.Close()
 }
 
 // NewSession implements gosmtp.Backend; it runs at EHLO.
