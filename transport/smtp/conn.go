@@ -47,6 +47,17 @@ func (c *conn) refresh() error {
 	return c.Conn.SetDeadline(d)
 }
 
+// look tells, without a round trip and without taking anything from the
+// socket, whether the connection is still open and quiet (see peek). It
+// moves the deadline on first: the one the last reply set may have passed
+// while the connection waited in the pool, and a look past it fails.
+func (c *conn) look() idleState {
+	if err := c.refresh(); err != nil {
+		return gone
+	}
+	return peek(c.Conn)
+}
+
 // setLimit sets the time after which all I/O fails and applies it to I/O in
 // progress.
 func (c *conn) setLimit(t time.Time) {

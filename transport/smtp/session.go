@@ -97,11 +97,9 @@ const (
 // closing the connection passes the look; the MAIL FROM that follows finds
 // out, and Send then moves to another connection (see Transport.send).
 func (s *session) usable(ctx context.Context) bool {
-	state := unknown
-	// The socket's deadline still dates from the last reply, and a look
-	// past it would fail; refresh moves it on first.
-	if s.sc.Text.R.Buffered() == 0 && s.conn.refresh() == nil {
-		state = peek(s.conn.Conn)
+	state := unknown // a reply already read and waiting: ask
+	if s.sc.Text.R.Buffered() == 0 {
+		state = s.conn.look()
 	}
 	switch state {
 	case open:

@@ -163,11 +163,14 @@ func content(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
 // the session is kept as it was.
 func reusable(sc *mailsmtp.Client, err error) bool {
 	var se *stepError
-	var reply *textproto.Error
-	if errors.As(err, &se) && se.step == stepMessage {
+	if !errors.As(err, &se) || se.broken {
+		return false
+	}
+	if se.step == stepMessage {
 		return true // nothing was sent
 	}
-	if !errors.As(err, &se) || se.broken || !errors.As(err, &reply) || reply.Code < 400 || reply.Code == 421 {
+	var reply *textproto.Error
+	if !errors.As(err, &reply) || reply.Code < 400 || reply.Code == 421 {
 		return false
 	}
 	return se.step == stepEnd || sc.Reset() == nil
