@@ -27,6 +27,7 @@ import (
 
 	"github.com/emersion/go-sasl"
 	gosmtp "github.com/emersion/go-smtp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailspool/mailspool/internal/netdelay"
@@ -211,6 +212,16 @@ func (s *server) mail() []received {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]received(nil), s.accepted...)
+}
+
+// oneRecipientEach checks that every mail the server accepted had exactly
+// one recipient: no state leaked from one transaction into the next on a
+// reused connection.
+func oneRecipientEach(t *testing.T, s *server) {
+	t.Helper()
+	for i, m := range s.mail() {
+		assert.Len(t, m.to, 1, "mail %d had recipients %q: state leaked between transactions", i, m.to)
+	}
 }
 
 // set changes what the server does at st from now on.

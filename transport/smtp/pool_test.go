@@ -33,9 +33,7 @@ func TestConsecutiveSendsReuseOneConnection(t *testing.T) {
 	assert.Equal(t, 5, mails, "MAIL FROM")
 	assert.Equal(t, 5, rcpts, "RCPT TO")
 	assert.Len(t, s.mail(), 5, "mails accepted")
-	for i, m := range s.mail() {
-		assert.Len(t, m.to, 1, "mail %d had recipients %q: state leaked between transactions", i, m.to)
-	}
+	oneRecipientEach(t, s)
 }
 
 // TestErrorDiscardsTheSession: after a failure that leaves the session in
@@ -188,24 +186,4 @@ func TestEndedContextKeepsThePooledConnection(t *testing.T) {
 	require.NoError(t, err)
 	conns, _, _ := s.connStats()
 	assert.Equal(t, 1, conns, "connections: the first one reused")
-}
-
-// TestReplyAtMailOnReusedConnectionIsTheOutcome: any other reply to MAIL
-// FROM on a reused connection is the server's answer to this mail, not a
-// sign of a stale connection: it is the outcome, with no second try.
-func TestReplyAtMailOnReusedConnectionIsTheOutcome(t *testing.T) {
-	t.Parallel()
-	s := startServer(t, script{tls: noTLS})
-	tr := open(t, s.url(""))
-	_, err := send(t, tr, message())
-	require.NoError(t, err)
-	s.set(atMail, action{reply: "451 4.3.0 Local error in processing"})
-	_, err = send(t, tr, message())
-	te := classified(t, err)
-	assert.Equal(t, 451, te.Code, "code of %v", err)
-	assert.Equal(t, transport.Temporary, te.Kind, "kind of %v", err)
-	conns, _, _ := s.connStats()
-	_, _, mails, _, _ := s.counts()
-	assert.Equal(t, 1, conns, "connections")
-	assert.Equal(t, 2, mails, "MAIL FROM the server saw")
 }

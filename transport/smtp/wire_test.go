@@ -56,9 +56,7 @@ func TestReuseSendsOnlyTheTransaction(t *testing.T) {
 		}
 		assert.Equal(t, [][][]string{want}, s.groups(), "commands on each connection, by the read that took them")
 		require.Len(t, s.mail(), 3, "mails accepted")
-		for i, m := range s.mail() {
-			assert.Len(t, m.to, 1, "mail %d had recipients %q: state leaked between transactions", i, m.to)
-		}
+		oneRecipientEach(t, s)
 	})
 }
 
@@ -142,6 +140,29 @@ func TestStaleReusedConnectionFailsOverAtMail(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestReplyAtMailOnReusedConnectionIsTheOutcome: any other reply to MAIL
+// FROM on a reused connection is the server's answer to this mail, not a
+// sign of a stale connection: it is the outcome, with no second try, and
+// the connection stays (an RSET ends the transaction).
+func TestReplyAtMailOnReusedConnectionIsTheOutcome(t *testing.T) {
+	t.Parallel()
+	withAndWithoutPipelining(t, func(t *testing.T, sc script, _ bool) {
+		s := startServer(t, sc)
+		tr := open(t, s.url(""))
+		_, err := send(t, tr, message())
+		require.NoError(t, err)
+		s.set(atMail, action{reply: "451 4.3.0 Local error in processing"})
+		_, err = send(t, tr, message())
+		te := classified(t, err)
+		assert.Equal(t, 451, te.Code, "code of %v", err)
+		assert.Equal(t, transport.Temporary, te.Kind, "kind of %v", err)
+		conns, _, _ := s.connStats()
+		_, _, mails, _, _ := s.counts()
+		assert.Equal(t, 1, conns, "connections")
+		assert.Equal(t, 2, mails, "MAIL FROM the server saw")
+	})
 }
 
 // TestIdleConnectionWithWordsWaitingIsNotUsedBlindly: a server that wrote
