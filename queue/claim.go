@@ -256,7 +256,7 @@ func (q *Queue) dueKeysSelect(after bool) string {
 // arguments: the n ids, the status, now.
 func (q *Queue) lockDueSelect(n int) string {
 	selectFrom, _ := q.withBodies(claimColumns)
-	return `SELECT ` + selectFrom + ` WHERE t.id IN (` + placeholders(n) + `) AND t.status = ? AND t.next_run <= ?` + q.d.lockSkip()
+	return `SELECT ` + selectFrom + q.d.byID() + ` WHERE t.id IN (` + placeholders(n) + `) AND t.status = ? AND t.next_run <= ?` + q.d.lockSkip()
 }
 
 // maxPickRounds bounds the rounds of one pickSkipping.

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,4 +136,81 @@ func TestClaimSkipsUncommittedMail(t *testing.T) {
 	require.NoError(t, rolledBack.Rollback())
 	assert.Equal(t, []int64{late}, claimIDs())
 	assert.Empty(t, claimIDs())
+}
+
+// withHistory adds about 2^doublings rows of sent mail to q's lane, as
+// a lane in use has: on a table of a few hundred rows the server reads
+// everything whatever the statement.
+func withHistory(t *testing.T, q *Queue, doublings int) {
+	t.Helper()
+	_, err := q.db.Exec(`INSERT INTO `+q.table+` (status, `+copyColumns+`) VALUES (2, `+placeholders(len(strings.Split(copyColumns, ",")))+`)`,
+		1, 5, 0, 0, 0, "<history@example.com>", "", "", "from@example.com", "", "history@example.com", "", "", "", "history", "text", "html", "[]")
+	require.NoError(t, err)
+	for range doublings {
+		_, err := q.db.Exec(`INSERT INTO ` + q.table + ` (status, ` + copyColumns + `) SELECT 2, ` + copyColumns + ` FROM ` + q.table)
+		require.NoError(t, err)
+	}
+}
+
+// copyColumns are the columns withHistory copies.
+const copyColumns = `attempts, max_attempts, next_run, not_after, created_at, message_id, template, client_ip,
+  from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers`
+
+// lockDue runs a claim's locking read in tx for the rows ids, as
+// pickSkipping does, and returns the ids it took.
+func lockDue(t *testing.T, tx *sql.Tx, q *Queue, ids []int64) []int64 {
+	t.Helper()
+	args := []any{}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := tx.Query(q.d.bounded(q.lockDueSelect(len(ids))), append(args, StatusPending, time.Now().UnixMilli())...)
+	require.NoError(t, err)
+	jobs, err := scanJobs(rows, StatusPending)
+	require.NoError(t, err)
+	var got []int64
+	for _, j := range jobs {
+		got = append(got, j.id)
+	}
+	return got
+}
+
+// TestClaimLocksOnlyWhatItTakes: two claims on MariaDB whose plain reads
+// found the same rows, as they do under contention, most of them taken by
+// other claims since. While the first holds the rows it found free, the
+// second takes the others, and the first marks its rows sending without
+// waiting for the second. The second's locking read names 260 rows of
+// which 60 are still due: left to itself, the server reads those through
+// the pending range of the (status, next_run, id) index, locks the index
+// entries of the rows the first claim holds before it skips them, and
+// keeps those locks: the first claim's marking waited for the second, and
+// two claims in that position deadlocked.
+func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
+	t.Parallel()
+	s, q, _ := dueMailOnMariaDB(t, 0)
+	withHistory(t, q, 12)
+	ctx := context.Background()
+	taken := enqueueN(t, q, 200)
+	require.Len(t, claimedIDs(t, q, 200, nil), 200, "taken by other claims")
+	due := enqueueN(t, q, 60)
+	a, b := due[:30], due[30:]
+
+	first, err := s.db.BeginTx(ctx, q.d.claimTxOptions())
+	require.NoError(t, err)
+	defer first.Rollback() //nolint:errcheck
+	assert.Equal(t, b, lockDue(t, first, q, b))
+
+	second, err := s.db.BeginTx(ctx, q.d.claimTxOptions())
+	require.NoError(t, err)
+	defer second.Rollback() //nolint:errcheck
+	assert.Equal(t, a, lockDue(t, second, q, append(taken, due...)), "the rows the first claim holds are skipped")
+
+	var jobs []*job
+	for _, id := range b {
+		jobs = append(jobs, &job{id: id})
+	}
+	require.NoError(t, q.markSending(ctx, first, jobs, "w.first", time.Now().Add(time.Minute).UnixMilli()),
+		"the first claim marks its rows without waiting for the second")
+	require.NoError(t, first.Commit())
+	require.NoError(t, second.Commit())
 }
