@@ -13,7 +13,7 @@ import (
 )
 
 func runBench(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench", "--db URL [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--algorithm mailspool|classic|both] [--repeat N] [--json]")
+	fs := newFlagSet(e, "bench", "--db URL [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--steady] [--algorithm mailspool|classic|both] [--repeat N] [--json]")
 	var o bench.Options
 	db := fs.String("db", "", "database URL (default: $MAILSPOOL_DATABASE or "+config.DefaultDatabase+"); the run drops and re-creates its own tables only (--table)")
 	fs.IntVar(&o.Workers, "workers", 4, "workers draining the queue, each with its own connection pool")
@@ -22,6 +22,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&o.Latency, "latency", 0, "how long each send takes (fake transport), or the round trip to the SMTP server (--smtp)")
 	fs.IntVar(&o.History, "history", 0, "finished rows to pre-fill the table with (a table that has exactly as many is reused)")
 	fs.BoolVar(&o.Processes, "processes", false, "run each worker as a child process instead of a goroutine")
+	fs.BoolVar(&o.Steady, "steady", false, "start the workers before the producers, so that they drain as the mail arrives, as in production; reports each mail's time from its commit to its send (e2e_p50_ms, e2e_p99_ms)")
 	fs.StringVar(&o.Algorithm, "algorithm", bench.Mailspool, "mailspool, classic (id-ordered UPDATE ... IN (SELECT ... LIMIT 20) claim, one ack per mail), or both in the same run")
 	fs.IntVar(&o.Batch, "batch", 0, "worker batch (default: the worker's default)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "sends in flight per worker (default: the worker's default)")
@@ -40,6 +41,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if o.Repeat < 1 {
 		return usageError{fmt.Sprintf("--repeat %d: want 1 or more runs", o.Repeat)}
+	}
+	if o.Steady && *drainProfile != "" {
+		return usageError{"--steady and --drain-cpuprofile: a steady run's drain runs beside its producers; use --cpuprofile"}
 	}
 	if *cpuProfile != "" && *drainProfile != "" {
 		return usageError{"--cpuprofile and --drain-cpuprofile: a process has one CPU profile at a time; give one"}

@@ -152,6 +152,44 @@ func TestRunThroughSMTPWithARoundTrip(t *testing.T) {
 	require.LessOrEqual(t, r.DrainPerS, 200.0, "drain rate: the round trip was not applied")
 }
 
+// TestSteadyRunReportsEndToEndTimes: with Steady the workers drain while
+// the producers enqueue, and the result gives each mail's time from commit
+// to send.
+func TestSteadyRunReportsEndToEndTimes(t *testing.T) {
+	for name, newDB := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			var progress lockedBuffer
+			results, err := Run(context.Background(), Options{DB: newDB(t), Workers: 2, Producers: 2, Messages: 300, Steady: true,
+				PollInterval: 20 * time.Millisecond, Progress: &progress, Stall: 20 * time.Second})
+			require.NoError(t, err, "progress and worker logs:\n%s", progress.String())
+			r := results[0]
+			require.NoError(t, r.Err())
+			require.Equal(t, 300, r.Delivered)
+			require.True(t, r.Steady)
+			require.Positive(t, r.E2EP50MS)
+			require.GreaterOrEqual(t, r.E2EP99MS, r.E2EP50MS)
+			require.Contains(t, r.Line(), " steady=true e2e_p50_ms=")
+		})
+	}
+}
+
+// TestEndToEndTimes: a mail's time runs from its commit to its first
+// delivery; a delivery recorded before its producer read the clock counts
+// as 0, and a mail not delivered does not count.
+func TestEndToEndTimes(t *testing.T) {
+	tr := newTracker([]string{"a", "b", "c"})
+	t0 := time.Now()
+	tr.committed[0] = t0
+	tr.committed[1] = t0.Add(time.Hour) // delivered before its commit was timed
+	tr.committed[2] = t0
+	tr.deliver("a")
+	tr.deliver("b")
+	tr.deliver("a")
+	first := tr.first[0]
+	got := tr.endToEnd()
+	require.Equal(t, []time.Duration{first.Sub(t0), 0}, got)
+}
+
 // TestReuseHistory keeps the history of an earlier run and drops its mail.
 func TestReuseHistory(t *testing.T) {
 	url := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
@@ -212,6 +250,7 @@ func TestOptionsRefuseNonsense(t *testing.T) {
 		{DB: "sqlite:x.db", Workers: -1},
 		{DB: "sqlite:x.db", Algorithm: "fifo"},
 		{DB: "sqlite:x.db", Algorithm: Both, SMTP: true},
+		{DB: "sqlite:x.db", Algorithm: Classic, Steady: true},
 		{DB: "sqlite:x.db", Latency: -time.Second},
 	} {
 		_, err := Run(context.Background(), o)

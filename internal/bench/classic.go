@@ -93,7 +93,7 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 	producers.SetMaxIdleConns(o.Producers)
 	run := runID()
 	insert := `INSERT INTO ` + t + ` (to_addr, to_name, subject, body, template, next_run, message_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	r.EnqueuePerS, r.P99EnqueueMS, err = produce(ctx, producers, o.Producers, o.Messages, o.Progress, label,
+	r.EnqueuePerS, r.P99EnqueueMS, err = produce(ctx, producers, o.Producers, o.Messages, o.Progress, label, nil,
 		func(ctx context.Context, tx *sql.Tx, i int) error {
 			m := message(run, i)
 			now := time.Now().Unix()

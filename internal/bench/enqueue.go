@@ -60,8 +60,9 @@ type enqueueFunc func(ctx context.Context, tx *sql.Tx, i int) error
 
 // produce runs producers goroutines that enqueue n mails, each in its own
 // transaction, and returns mails per second and the p99 transaction time
-// (begin to commit) in ms.
-func produce(ctx context.Context, db *sql.DB, producers, n int, progress io.Writer, label string, enqueue enqueueFunc) (float64, float64, error) {
+// (begin to commit) in ms. committed, when not nil, receives each mail's
+// commit time by its number.
+func produce(ctx context.Context, db *sql.DB, producers, n int, progress io.Writer, label string, committed []time.Time, enqueue enqueueFunc) (float64, float64, error) {
 	var next, done atomic.Int64
 	lat := make([][]time.Duration, producers)
 	errs := make([]error, producers)
@@ -98,7 +99,11 @@ func produce(ctx context.Context, db *sql.DB, producers, n int, progress io.Writ
 					errs[p] = fmt.Errorf("bench: enqueue of mail %d: %w", i, err)
 					return
 				}
-				lat[p] = append(lat[p], time.Since(t0))
+				end := time.Now()
+				if committed != nil {
+					committed[i] = end
+				}
+				lat[p] = append(lat[p], end.Sub(t0))
 				done.Add(1)
 			}
 		}()

@@ -53,20 +53,6 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 		return nil, err
 	}
 	run := runID()
-	r.EnqueuePerS, r.P99EnqueueMS, err = produce(ctx, producers, o.Producers, o.Messages, o.Progress, label,
-		func(ctx context.Context, tx *sql.Tx, i int) error {
-			opts := []queue.Option{queue.Template(benchTemplate)}
-			if o.Limits {
-				opts = append(opts, queue.ClientIP(fmt.Sprintf("192.0.2.%d", i%250+1)))
-			}
-			_, err := q.Enqueue(ctx, tx, message(run, i), opts...)
-			return err
-		})
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(o.Progress, "%s: enqueued %d mails, %.0f/s, p99 %.2f ms\n", label, o.Messages, r.EnqueuePerS, r.P99EnqueueMS)
-
 	tr := newTracker(messageIDs(run, o.Messages))
 	var sink *smtpSink
 	if o.SMTP {
@@ -74,6 +60,36 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 			return nil, err
 		}
 		defer sink.close()
+	}
+	enqueue := func() error {
+		var err error
+		r.EnqueuePerS, r.P99EnqueueMS, err = produce(ctx, producers, o.Producers, o.Messages, o.Progress, label, tr.committed,
+			func(ctx context.Context, tx *sql.Tx, i int) error {
+				opts := []queue.Option{queue.Template(benchTemplate)}
+				if o.Limits {
+					opts = append(opts, queue.ClientIP(fmt.Sprintf("192.0.2.%d", i%250+1)))
+				}
+				_, err := q.Enqueue(ctx, tx, message(run, i), opts...)
+				return err
+			})
+		if err == nil {
+			fmt.Fprintf(o.Progress, "%s: enqueued %d mails, %.0f/s, p99 %.2f ms\n", label, o.Messages, r.EnqueuePerS, r.P99EnqueueMS)
+		}
+		return err
+	}
+	if !o.Steady {
+		if err := enqueue(); err != nil {
+			return nil, err
+		}
+	}
+
+	dctx, stopDrain := context.WithCancel(ctx)
+	defer stopDrain()
+	drain := func() (*drainStats, error) {
+		if o.Processes {
+			return drainProcesses(dctx, o, tr, sink, label)
+		}
+		return drainGoroutines(dctx, o, tr, sink, label)
 	}
 	var ds *drainStats
 	counters := readCounters(ctx, admin)
@@ -84,10 +100,25 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 		endDrain = o.OnDrain()
 	}
 	start := time.Now()
-	if o.Processes {
-		ds, err = drainProcesses(ctx, o, tr, sink, label)
+	if o.Steady {
+		// The workers start first and drain while the producers enqueue.
+		type drained struct {
+			ds  *drainStats
+			err error
+		}
+		done := make(chan drained, 1)
+		go func() { ds, err := drain(); done <- drained{ds, err} }()
+		eerr := enqueue()
+		if eerr != nil {
+			stopDrain()
+		}
+		d := <-done
+		ds, err = d.ds, errors.Join(eerr, d.err)
+		r.Steady = true
+		e2e := tr.endToEnd()
+		r.E2EP50MS, r.E2EP99MS = percentile(e2e, 50), percentile(e2e, 99)
 	} else {
-		ds, err = drainGoroutines(ctx, o, tr, sink, label)
+		ds, err = drain()
 	}
 	if endDrain != nil {
 		endDrain()

@@ -15,10 +15,15 @@ import (
 
 // tracker counts deliveries by Message-ID.
 type tracker struct {
-	total int // mails enqueued; fixed
+	total int            // mails enqueued; fixed
+	index map[string]int // mail number by Message-ID; fixed
+	// committed holds each mail's enqueue commit time, written by the
+	// producers (produce) and read once they are done.
+	committed []time.Time
 
 	mu        sync.Mutex
-	seen      map[string]int32
+	count     []int32     // deliveries by mail number
+	first     []time.Time // first delivery by mail number
 	distinct  int
 	delivered int
 	foreign   int           // deliveries of a Message-ID this run never enqueued
@@ -28,9 +33,10 @@ type tracker struct {
 }
 
 func newTracker(ids []string) *tracker {
-	t := &tracker{total: len(ids), seen: make(map[string]int32, len(ids)), done: make(chan struct{}), last: time.Now()}
-	for _, id := range ids {
-		t.seen[id] = 0
+	t := &tracker{total: len(ids), index: make(map[string]int, len(ids)), committed: make([]time.Time, len(ids)),
+		count: make([]int32, len(ids)), first: make([]time.Time, len(ids)), done: make(chan struct{}), last: time.Now()}
+	for i, id := range ids {
+		t.index[id] = i
 	}
 	return t
 }
@@ -41,19 +47,36 @@ func (t *tracker) deliver(id string) {
 	defer t.mu.Unlock()
 	t.delivered++
 	t.last = time.Now()
-	n, ok := t.seen[id]
+	i, ok := t.index[id]
 	if !ok {
 		t.foreign++
 		return
 	}
-	t.seen[id] = n + 1
-	if n == 0 {
+	t.count[i]++
+	if t.count[i] == 1 {
+		t.first[i] = t.last
 		t.lastNew = t.last
 		t.distinct++
 		if t.distinct == t.total {
 			close(t.done)
 		}
 	}
+}
+
+// endToEnd returns, for each mail delivered, the time from its enqueue's
+// commit to its first delivery (0 when the delivery was recorded first:
+// a worker can send a mail before its producer has read the clock).
+// Call it once the producers are done.
+func (t *tracker) endToEnd() []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ds []time.Duration
+	for i, at := range t.first {
+		if !at.IsZero() && !t.committed[i].IsZero() {
+			ds = append(ds, max(0, at.Sub(t.committed[i])))
+		}
+	}
+	return ds
 }
 
 func (t *tracker) counts() (distinct, delivered, foreign int, last time.Time) {

@@ -44,6 +44,9 @@ type Summary struct {
 	PagesPerMail     Spread `json:"pages_per_mail"`
 	DiskReadsPerMail Spread `json:"disk_reads_per_mail"`
 	DBCPUPerMail     Spread `json:"db_cpu_us_per_mail"`
+	// E2EP99MS is the spread of the runs' 99th percentile time from
+	// commit to send (steady runs only, Options.Steady).
+	E2EP99MS *Spread `json:"e2e_p99_ms,omitempty"`
 	// VsClassic is this algorithm's drain divided by the classic
 	// algorithm's in the same run, when both ran (Both) and this is not
 	// the classic one.
@@ -70,7 +73,7 @@ func Summarize(results []*Result) []*Summary {
 			continue
 		}
 		s := &Summary{Kind: "summary", Algorithm: r.Algorithm}
-		var drain, enqueue, claim, pages, diskReads, dbCPU, ratio []float64
+		var drain, enqueue, claim, pages, diskReads, dbCPU, ratio, e2e []float64
 		for _, o := range results {
 			if o.Algorithm != r.Algorithm {
 				continue
@@ -82,6 +85,9 @@ func Summarize(results []*Result) []*Summary {
 			pages = append(pages, o.PagesPerMail)
 			diskReads = append(diskReads, o.DiskReadsPerMail)
 			dbCPU = append(dbCPU, o.DBCPUPerMailUS)
+			if o.Steady {
+				e2e = append(e2e, o.E2EP99MS)
+			}
 			if c, ok := classic[o.Run]; ok && o.Algorithm != Classic && c > 0 {
 				ratio = append(ratio, o.DrainPerS/c)
 			}
@@ -95,6 +101,10 @@ func Summarize(results []*Result) []*Summary {
 		if len(ratio) > 0 {
 			v := spreadOf(ratio)
 			s.VsClassic = &v
+		}
+		if len(e2e) > 0 {
+			v := spreadOf(e2e)
+			s.E2EP99MS = &v
 		}
 		out = append(out, s)
 	}
@@ -125,6 +135,9 @@ func (s *Summary) Line() string {
 	}
 	if s.VsClassic != nil {
 		add("vs_classic", *s.VsClassic, "%.1f")
+	}
+	if s.E2EP99MS != nil {
+		add("e2e_p99_ms", *s.E2EP99MS, "%.2f")
 	}
 	fields = append(fields, fmt.Sprintf("duplicates=%d", s.Duplicates), fmt.Sprintf("lost=%d", s.Lost),
 		fmt.Sprintf("unrecorded=%d", s.Unrecorded), fmt.Sprintf("deadlocks=%d", s.Deadlocks))
