@@ -175,16 +175,17 @@ func lockDue(t *testing.T, tx *sql.Tx, q *Queue, ids []int64) []int64 {
 	return got
 }
 
-// TestClaimLocksOnlyWhatItTakes: two claims on MariaDB whose plain reads
-// found the same rows, as they do under contention, most of them taken by
-// other claims since. While the first holds the rows it found free, the
-// second takes the others, and the first marks its rows sending without
-// waiting for the second. The second's locking read names 260 rows of
-// which 60 are still due: left to itself, the server reads those through
-// the pending range of the (status, next_run, id) index, locks the index
-// entries of the rows the first claim holds before it skips them, and
-// keeps those locks: the first claim's marking waited for the second, and
-// two claims in that position deadlocked.
+// TestClaimLocksOnlyWhatItTakes: two claims on MariaDB under contention.
+// The first has locked 30 due rows and not marked them yet. The second's
+// plain read found 260 rows, the first claim's 30 among them, 200 of them
+// taken by other claims since: of the 260 only 60 are still due, and its
+// locking read takes the 30 the first claim does not hold. Then the first
+// marks its rows sending without waiting for the second. Left to itself,
+// the server reads the second's 260 ids through the pending range of the
+// (status, next_run, id) index (the range looks smaller than the list),
+// locks the index entries of the first claim's rows before it skips them,
+// and keeps those locks: the first claim's marking waited for the second,
+// and two claims in that position deadlocked.
 func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
 	t.Parallel()
 	s, q, _ := dueMailOnMariaDB(t, 0)
@@ -203,7 +204,14 @@ func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
 	second, err := s.db.BeginTx(ctx, q.d.claimTxOptions())
 	require.NoError(t, err)
 	defer second.Rollback() //nolint:errcheck
-	assert.Equal(t, a, lockDue(t, second, q, append(taken, due...)), "the rows the first claim holds are skipped")
+	all := append(taken, due...)
+	assert.Equal(t, a, lockDue(t, second, q, all), "the rows the first claim holds are skipped")
+	args := []any{}
+	for _, id := range all {
+		args = append(args, id)
+	}
+	tbl, plan := analyze(t, s.db, q.lockDueSelect(len(all)), append(args, StatusPending, time.Now().UnixMilli())...)
+	assert.Equal(t, "PRIMARY", tbl.Key, "the locking read goes by id: %s", plan)
 
 	var jobs []*job
 	for _, id := range b {

@@ -22,7 +22,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&o.Latency, "latency", 0, "how long each send takes (fake transport), or the round trip to the SMTP server (--smtp)")
 	fs.IntVar(&o.History, "history", 0, "finished rows to pre-fill the table with (a table that has exactly as many is reused)")
 	fs.BoolVar(&o.Processes, "processes", false, "run each worker as a child process instead of a goroutine")
-	fs.BoolVar(&o.Steady, "steady", false, "start the workers before the producers, so that they drain as the mail arrives, as in production; reports each mail's time from its commit to its send (e2e_p50_ms, e2e_p99_ms)")
+	fs.BoolVar(&o.Steady, "steady", false, "run the workers while the producers enqueue, so that they drain as the mail arrives, as in production; reports each mail's time from its commit to the end of its send (e2e_p50_ms, e2e_p99_ms)")
 	fs.StringVar(&o.Algorithm, "algorithm", bench.Mailspool, "mailspool, classic (id-ordered UPDATE ... IN (SELECT ... LIMIT 20) claim, one ack per mail), or both in the same run")
 	fs.IntVar(&o.Batch, "batch", 0, "worker batch (default: the worker's default)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "sends in flight per worker (default: the worker's default)")

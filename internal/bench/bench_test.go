@@ -174,20 +174,57 @@ func TestSteadyRunReportsEndToEndTimes(t *testing.T) {
 }
 
 // TestEndToEndTimes: a mail's time runs from its commit to its first
-// delivery; a delivery recorded before its producer read the clock counts
-// as 0, and a mail not delivered does not count.
+// delivery, at the time the delivery was made (a worker process reports
+// its deliveries late and out of order); a delivery made before its
+// producer read the clock counts as 0, and a mail not delivered does not
+// count.
 func TestEndToEndTimes(t *testing.T) {
-	tr := newTracker([]string{"a", "b", "c"})
+	tr := newTracker([]string{"a", "b", "c", "d"})
 	t0 := time.Now()
 	tr.committed[0] = t0
 	tr.committed[1] = t0.Add(time.Hour) // delivered before its commit was timed
 	tr.committed[2] = t0
-	tr.deliver("a")
-	tr.deliver("b")
-	tr.deliver("a")
-	first := tr.first[0]
-	got := tr.endToEnd()
-	require.Equal(t, []time.Duration{first.Sub(t0), 0}, got)
+	tr.committed[3] = t0
+	tr.deliverAt("a", t0.Add(30*time.Millisecond))
+	tr.deliverAt("d", t0.Add(50*time.Millisecond))
+	tr.deliverAt("b", t0.Add(20*time.Millisecond))
+	tr.deliverAt("a", t0.Add(90*time.Millisecond)) // a duplicate
+	require.Equal(t, []time.Duration{30 * time.Millisecond, 0, 50 * time.Millisecond}, tr.endToEnd())
+	require.Equal(t, t0.Add(50*time.Millisecond), tr.lastNew, "the last first delivery, not the last reported")
+}
+
+// TestStallCountsFromTheDrainsStart: the tracker exists during the
+// enqueue, when nothing can be delivered yet; a drain that starts after
+// a long enqueue is not taken for a stalled one at its first progress
+// tick.
+func TestStallCountsFromTheDrainsStart(t *testing.T) {
+	tr := newTracker([]string{"a"})
+	tr.last = time.Now().Add(-time.Hour) // an hour of enqueue
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		tr.deliver("a")
+	}()
+	var progress strings.Builder
+	tr.wait(context.Background(), 5*time.Second, &progress, "test")
+	require.NotContains(t, progress.String(), "giving up")
+	distinct, _, _, _ := tr.counts()
+	require.Equal(t, 1, distinct)
+}
+
+// TestSteadyRunStopsTheProducersWhenTheDrainFails: in a steady run the
+// workers fail at once (a batch out of range); the producers stop too
+// instead of enqueueing every mail first.
+func TestSteadyRunStopsTheProducersWhenTheDrainFails(t *testing.T) {
+	url := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
+	_, err := Run(context.Background(), Options{DB: url, Workers: 1, Producers: 1, Messages: 20000, Steady: true, Batch: 100000})
+	require.ErrorContains(t, err, "batch 100000 out of range")
+	require.NotContains(t, err.Error(), "context canceled", "the producers' stop is not a second error")
+	db, err := dburl.Open(url)
+	require.NoError(t, err)
+	defer db.Close()
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM mailspool_bench`).Scan(&n))
+	require.Less(t, n, 20000, "the producers stopped early")
 }
 
 // TestReuseHistory keeps the history of an earlier run and drops its mail.
@@ -251,6 +288,7 @@ func TestOptionsRefuseNonsense(t *testing.T) {
 		{DB: "sqlite:x.db", Algorithm: "fifo"},
 		{DB: "sqlite:x.db", Algorithm: Both, SMTP: true},
 		{DB: "sqlite:x.db", Algorithm: Classic, Steady: true},
+		{DB: "sqlite:x.db", Steady: true, OnDrain: func() func() { return func() {} }},
 		{DB: "sqlite:x.db", Latency: -time.Second},
 	} {
 		_, err := Run(context.Background(), o)

@@ -61,7 +61,7 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 		}
 		defer sink.close()
 	}
-	enqueue := func() error {
+	enqueue := func(ctx context.Context) error {
 		var err error
 		r.EnqueuePerS, r.P99EnqueueMS, err = produce(ctx, producers, o.Producers, o.Messages, o.Progress, label, tr.committed,
 			func(ctx context.Context, tx *sql.Tx, i int) error {
@@ -78,7 +78,7 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 		return err
 	}
 	if !o.Steady {
-		if err := enqueue(); err != nil {
+		if err := enqueue(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -101,18 +101,30 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 	}
 	start := time.Now()
 	if o.Steady {
-		// The workers start first and drain while the producers enqueue.
+		// The workers start first, without waiting for them, and drain
+		// while the producers enqueue; either side failing stops the other.
 		type drained struct {
 			ds  *drainStats
 			err error
 		}
+		ectx, stopEnqueue := context.WithCancel(ctx)
+		defer stopEnqueue()
 		done := make(chan drained, 1)
-		go func() { ds, err := drain(); done <- drained{ds, err} }()
-		eerr := enqueue()
+		go func() {
+			ds, err := drain()
+			if err != nil {
+				stopEnqueue()
+			}
+			done <- drained{ds, err}
+		}()
+		eerr := enqueue(ectx)
 		if eerr != nil {
 			stopDrain()
 		}
 		d := <-done
+		if d.err != nil && errors.Is(eerr, context.Canceled) {
+			eerr = nil // stopped because the drain failed: its error says why
+		}
 		ds, err = d.ds, errors.Join(eerr, d.err)
 		r.Steady = true
 		e2e := tr.endToEnd()

@@ -41,12 +41,19 @@ func newTracker(ids []string) *tracker {
 	return t
 }
 
-// deliver records one accepted send of the mail with Message-ID id.
-func (t *tracker) deliver(id string) {
+// deliver records one accepted send of the mail with Message-ID id, now.
+func (t *tracker) deliver(id string) { t.deliverAt(id, time.Now()) }
+
+// deliverAt records one accepted send of the mail with Message-ID id,
+// which ended at at (a worker process reports its sends in batches, each
+// with its own time).
+func (t *tracker) deliverAt(id string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.delivered++
-	t.last = time.Now()
+	if at.After(t.last) {
+		t.last = at
+	}
 	i, ok := t.index[id]
 	if !ok {
 		t.foreign++
@@ -54,8 +61,10 @@ func (t *tracker) deliver(id string) {
 	}
 	t.count[i]++
 	if t.count[i] == 1 {
-		t.first[i] = t.last
-		t.lastNew = t.last
+		t.first[i] = at
+		if at.After(t.lastNew) {
+			t.lastNew = at
+		}
 		t.distinct++
 		if t.distinct == t.total {
 			close(t.done)
@@ -86,7 +95,8 @@ func (t *tracker) counts() (distinct, delivered, foreign int, last time.Time) {
 }
 
 // wait returns when every mail was delivered, when no delivery happened
-// for stall, or when ctx ends; it reports progress every second.
+// for stall since the later of its own start and the last delivery, or
+// when ctx ends; it reports progress every second.
 func (t *tracker) wait(ctx context.Context, stall time.Duration, progress io.Writer, label string) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -102,6 +112,9 @@ func (t *tracker) wait(ctx context.Context, stall time.Duration, progress io.Wri
 			fmt.Fprintf(progress, "%s: drain %d/%d delivered (%d deliveries), %.0f/s, %.0fs\n",
 				label, distinct, t.total, delivered, float64(distinct-prev), now.Sub(start).Seconds())
 			prev = distinct
+			if last.Before(start) {
+				last = start // the enqueue before the drain is no stall
+			}
 			if now.Sub(last) > stall {
 				fmt.Fprintf(progress, "%s: no delivery for %v: giving up\n", label, stall)
 				return

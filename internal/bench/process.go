@@ -24,7 +24,7 @@ const ChildCommand = "bench-worker"
 
 // The lines a child writes on its standard output.
 const (
-	lineDelivered = "D" // D <Message-ID>: the fake transport accepted the mail
+	lineDelivered = "D" // D <Message-ID> <unix ns>: the fake transport accepted the mail at that time
 	lineClaim     = "C" // C <nanoseconds>: one claim transaction
 	lineEnd       = "E" // E <deadlocks> <log errors> <peak RSS MB>: the worker stopped
 )
@@ -73,7 +73,9 @@ func RunChild(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var logErrors atomic.Int64
 	log := slog.New(&countingHandler{n: &logErrors, out: stderr})
 	p := &probe{}
-	w, closeFn, err := startWorker(ctx, c, p, log, func(id string) { out.line(lineDelivered + " " + id) })
+	w, closeFn, err := startWorker(ctx, c, p, log, func(id string) {
+		out.line(lineDelivered + " " + id + " " + strconv.FormatInt(time.Now().UnixNano(), 10))
+	})
 	if err != nil {
 		stopFlush()
 		return err
@@ -178,7 +180,15 @@ func drainProcesses(ctx context.Context, o *Options, tr *tracker, sink *smtpSink
 				kind, rest, _ := strings.Cut(sc.Text(), " ")
 				switch kind {
 				case lineDelivered:
-					tr.deliver(rest)
+					// Lines come in batches (flushEvery): the send's own
+					// time, not the time the line arrived.
+					id, at, _ := strings.Cut(rest, " ")
+					ns, err := strconv.ParseInt(at, 10, 64)
+					if err != nil {
+						tr.deliver(id)
+					} else {
+						tr.deliverAt(id, time.Unix(0, ns))
+					}
 				case lineClaim:
 					ns, _ := strconv.ParseInt(rest, 10, 64)
 					mu.Lock()
