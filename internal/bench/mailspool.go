@@ -83,13 +83,11 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 		}
 	}
 
-	dctx, stopDrain := context.WithCancel(ctx)
-	defer stopDrain()
-	drain := func() (*drainStats, error) {
+	drain := func(ctx context.Context) (*drainStats, error) {
 		if o.Processes {
-			return drainProcesses(dctx, o, tr, sink, label)
+			return drainProcesses(ctx, o, tr, sink, label)
 		}
-		return drainGoroutines(dctx, o, tr, sink, label)
+		return drainGoroutines(ctx, o, tr, sink, label)
 	}
 	var ds *drainStats
 	counters := readCounters(ctx, admin)
@@ -101,36 +99,12 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 	}
 	start := time.Now()
 	if o.Steady {
-		// The workers start first, without waiting for them, and drain
-		// while the producers enqueue; either side failing stops the other.
-		type drained struct {
-			ds  *drainStats
-			err error
-		}
-		ectx, stopEnqueue := context.WithCancel(ctx)
-		defer stopEnqueue()
-		done := make(chan drained, 1)
-		go func() {
-			ds, err := drain()
-			if err != nil {
-				stopEnqueue()
-			}
-			done <- drained{ds, err}
-		}()
-		eerr := enqueue(ectx)
-		if eerr != nil {
-			stopDrain()
-		}
-		d := <-done
-		if d.err != nil && errors.Is(eerr, context.Canceled) {
-			eerr = nil // stopped because the drain failed: its error says why
-		}
-		ds, err = d.ds, errors.Join(eerr, d.err)
+		ds, err = alongside(ctx, drain, enqueue)
 		r.Steady = true
 		e2e := tr.endToEnd()
 		r.E2EP50MS, r.E2EP99MS = percentile(e2e, 50), percentile(e2e, 99)
 	} else {
-		ds, err = drain()
+		ds, err = drain(ctx)
 	}
 	if endDrain != nil {
 		endDrain()
@@ -152,6 +126,37 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 	}
 	r.Unrecorded = max(0, unsent-r.Lost)
 	return r, nil
+}
+
+// alongside runs drain and enqueue at the same time (a steady run): the
+// drain starts first, without waiting for its workers to be ready, and
+// either one failing stops the other.
+func alongside(ctx context.Context, drain func(context.Context) (*drainStats, error), enqueue func(context.Context) error) (*drainStats, error) {
+	dctx, stopDrain := context.WithCancel(ctx)
+	defer stopDrain()
+	ectx, stopEnqueue := context.WithCancel(ctx)
+	defer stopEnqueue()
+	type drained struct {
+		ds  *drainStats
+		err error
+	}
+	done := make(chan drained, 1)
+	go func() {
+		ds, err := drain(dctx)
+		if err != nil {
+			stopEnqueue()
+		}
+		done <- drained{ds, err}
+	}()
+	eerr := enqueue(ectx)
+	if eerr != nil {
+		stopDrain()
+	}
+	d := <-done
+	if d.err != nil && errors.Is(eerr, context.Canceled) {
+		eerr = nil // stopped because the drain failed: its error says why
+	}
+	return d.ds, errors.Join(eerr, d.err)
 }
 
 // finish fills the delivery figures of r from tr.
