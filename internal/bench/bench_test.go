@@ -346,4 +346,13 @@ func TestSummarizeGivesMedianAndSpreadPerAlgorithm(t *testing.T) {
 		require.Contains(t, line, field)
 	}
 	require.NotContains(t, line, "db_cpu_us_per_mail", "a figure no run reported is left out")
+	require.NotContains(t, line, "e2e_p99_ms", "not a steady run")
+
+	var steady []*Result
+	for _, p99 := range []float64{60, 90, 70} {
+		steady = append(steady, &Result{Algorithm: Mailspool, Steady: true, E2EP99MS: p99})
+	}
+	s := Summarize(steady)[0]
+	require.Equal(t, &Spread{Median: 70, Min: 60, Max: 90}, s.E2EP99MS)
+	require.Contains(t, s.Line(), " e2e_p99_ms_median=70.00 e2e_p99_ms_min=60.00 e2e_p99_ms_max=90.00")
 }
