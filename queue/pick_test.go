@@ -23,10 +23,7 @@ func holdRows(t *testing.T, s store, q *Queue, ids []int64) *sql.Tx {
 	holder, err := s.db.BeginTx(context.Background(), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = holder.Rollback() })
-	args := []any{}
-	for _, id := range ids {
-		args = append(args, id)
-	}
+	args := anyIDs(ids)
 	_, err = holder.Exec(`UPDATE `+q.table+` SET template = 'held' WHERE id IN (`+placeholders(len(args))+`)`, args...)
 	require.NoError(t, err)
 	return holder
@@ -47,11 +44,25 @@ func claimedIDs(t *testing.T, q *Queue, n int, cur *cursor) []int64 {
 	t.Helper()
 	jobs, err := q.claim(context.Background(), "w.1", n, time.Minute, cur)
 	require.NoError(t, err)
-	var got []int64
+	return jobIDs(jobs)
+}
+
+// jobIDs returns the ids of jobs, in their order.
+func jobIDs(jobs []*job) []int64 {
+	var ids []int64
 	for _, j := range jobs {
-		got = append(got, j.id)
+		ids = append(ids, j.id)
 	}
-	return got
+	return ids
+}
+
+// anyIDs returns ids as statement arguments.
+func anyIDs(ids []int64) []any {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return args
 }
 
 // TestPickSkipsHeldRows: on MariaDB another transaction holds rows at the
@@ -160,19 +171,11 @@ const copyColumns = `attempts, max_attempts, next_run, not_after, created_at, me
 // pickSkipping does, and returns the ids it took.
 func lockDue(t *testing.T, tx *sql.Tx, q *Queue, ids []int64) []int64 {
 	t.Helper()
-	args := []any{}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	rows, err := tx.Query(q.d.bounded(q.lockDueSelect(len(ids))), append(args, StatusPending, time.Now().UnixMilli())...)
+	rows, err := tx.Query(q.d.bounded(q.lockDueSelect(len(ids))), append(anyIDs(ids), StatusPending, time.Now().UnixMilli())...)
 	require.NoError(t, err)
 	jobs, err := scanJobs(rows, StatusPending)
 	require.NoError(t, err)
-	var got []int64
-	for _, j := range jobs {
-		got = append(got, j.id)
-	}
-	return got
+	return jobIDs(jobs)
 }
 
 // TestClaimLocksOnlyWhatItTakes: two claims on MariaDB under contention.
@@ -206,11 +209,7 @@ func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
 	defer second.Rollback() //nolint:errcheck
 	all := append(taken, due...)
 	assert.Equal(t, a, lockDue(t, second, q, all), "the rows the first claim holds are skipped")
-	args := []any{}
-	for _, id := range all {
-		args = append(args, id)
-	}
-	tbl, plan := analyze(t, s.db, q.lockDueSelect(len(all)), append(args, StatusPending, time.Now().UnixMilli())...)
+	tbl, plan := analyze(t, s.db, q.lockDueSelect(len(all)), append(anyIDs(all), StatusPending, time.Now().UnixMilli())...)
 	assert.Equal(t, "PRIMARY", tbl.Key, "the locking read goes by id: %s", plan)
 
 	var jobs []*job
