@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mailspool/mailspool/queue/dburl"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -113,4 +115,74 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 	code, stdout, _ := mailspool(t, "help")
 	require.Equal(t, 0, code)
 	require.NotContains(t, stdout, "bench-worker", "the worker process command is hidden")
+}
+
+// TestBenchNeverReplacesALaneOrAnApplicationTable: a lane table with
+// pending mail, an application's table, a lane of the config not yet
+// migrated and mailspool's own tables are each refused as --table, and
+// are intact afterwards.
+func TestBenchNeverReplacesALaneOrAnApplicationTable(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db string) {
+		cfg := writeFile(t, "mailspool.toml", `
+[lanes.tx]
+table = "mail_queue"
+transport = "fake://"
+[lanes.news]
+table = "newsletter"
+transport = "fake://"
+`)
+		code, _, stderr := mailspool(t, "migrate", "--db", db, "--config", cfg, "--lane", "tx")
+		require.Equal(t, 0, code, stderr)
+		code, _, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--lane", "tx",
+			"--from", "shop@example.com", "--to", "ann@example.com", "--subject", "pending", "--text", "x")
+		require.Equal(t, 0, code, stderr)
+		sqlDB, err := dburl.Open(db)
+		require.NoError(t, err)
+		defer sqlDB.Close()
+		for _, stmt := range []string{
+			`CREATE TABLE customers (id INT PRIMARY KEY, name VARCHAR(64) NOT NULL)`,
+			`INSERT INTO customers VALUES (1, 'Ann')`,
+		} {
+			_, err := sqlDB.Exec(stmt)
+			require.NoError(t, err, stmt)
+		}
+
+		for _, c := range []struct{ table, want string }{
+			{"mail_queue", "a lane of the config (lane table mail_queue)"},
+			{"customers", "table customers exists and was not created by mailspool bench"},
+			{"newsletter", "a lane of the config (lane table newsletter)"},
+			{"mailspool_schema", "mailspool's own tables"},
+			{"mailspool_lanes", "mailspool's own tables"},
+		} {
+			code, _, stderr := mailspool(t, "bench", "--db", db, "--config", cfg, "--table", c.table, "--messages", "10", "--quiet")
+			require.Equal(t, 1, code, c.table)
+			require.Contains(t, stderr, c.want, c.table)
+		}
+		code, _, stderr = mailspool(t, "bench", "--db", db, "--table", "mail_queue", "--messages", "10", "--quiet")
+		require.Equal(t, 1, code, "without --config too")
+		require.Contains(t, stderr, "mail_queue")
+
+		code, out, stderr := mailspool(t, "list", "--db", db, "--config", cfg, "--lane", "tx", "--json")
+		require.Equal(t, 0, code, stderr)
+		require.Equal(t, []int64{1}, listIDs(t, out), "the lane's pending mail is there")
+		var n int
+		require.NoError(t, sqlDB.QueryRow(`SELECT COUNT(*) FROM customers WHERE name = 'Ann'`).Scan(&n))
+		require.Equal(t, 1, n)
+		code, _, stderr = mailspool(t, "stats", "--db", db, "--config", cfg, "--lane", "tx")
+		require.Equal(t, 0, code, "the store still works: %s", stderr)
+	})
+}
+
+// TestBenchLeavesNothingBehind: without --db the run's SQLite file is
+// temporary and removed at the end.
+func TestBenchLeavesNothingBehind(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("MAILSPOOL_DATABASE", "sqlite:"+filepath.Join(tmp, "production.db"))
+	code, out, stderr := mailspool(t, "bench", "--messages", "20", "--workers", "1", "--poll", "20ms", "--quiet")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, " table=mailspool_bench_")
+	entries, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no file is left, and $MAILSPOOL_DATABASE is not used")
 }

@@ -10,17 +10,19 @@ import (
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/internal/bench"
+	"github.com/mailspool/mailspool/queue"
 )
 
 func runBench(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench", "--db URL [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--steady] [--algorithm mailspool|classic|both] [--repeat N] [--json]")
+	fs := newFlagSet(e, "bench", "[--db URL] [--table T [--keep]] [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--steady] [--algorithm mailspool|classic|both] [--repeat N] [--json]")
 	var o bench.Options
-	db := fs.String("db", "", "database URL (default: $MAILSPOOL_DATABASE or "+config.DefaultDatabase+"); the run drops and re-creates its own tables only (--table)")
+	db := fs.String("db", "", "database URL to measure (default: a temporary SQLite file, removed at the end; $MAILSPOOL_DATABASE and the config's database are never used)")
+	cfgPath := fs.String("config", "", "TOML config file whose lanes' tables the run refuses to use (default: the default lane's table, "+queue.DefaultTable+")")
 	fs.IntVar(&o.Workers, "workers", 4, "workers draining the queue, each with its own connection pool")
 	fs.IntVar(&o.Producers, "producers", 4, "producers enqueueing, each mail in its own transaction")
 	fs.IntVar(&o.Messages, "messages", 20000, "mails of about 4 KB to enqueue and drain")
 	fs.DurationVar(&o.Latency, "latency", 0, "how long each send takes (fake transport), or the round trip to the SMTP server (--smtp)")
-	fs.IntVar(&o.History, "history", 0, "finished rows to pre-fill the table with (a table that has exactly as many is reused)")
+	fs.IntVar(&o.History, "history", 0, "finished rows to pre-fill the table with (a kept --table that has exactly as many is reused)")
 	fs.BoolVar(&o.Processes, "processes", false, "run each worker as a child process instead of a goroutine")
 	fs.BoolVar(&o.Steady, "steady", false, "run the workers while the producers enqueue, so that they drain as the mail arrives, as in production; reports each mail's time from its commit to the end of its send (e2e_p50_ms, e2e_p99_ms)")
 	fs.StringVar(&o.Algorithm, "algorithm", bench.Mailspool, "mailspool, classic (id-ordered UPDATE ... IN (SELECT ... LIMIT 20) claim, one ack per mail), or both in the same run")
@@ -29,7 +31,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&o.PollInterval, "poll", 0, "worker poll interval after a batch that was not full (default: the worker's default)")
 	fs.BoolVar(&o.Limits, "limits", false, "enqueue with per-recipient and per-IP rate limits on (never reached), to measure their cost")
 	fs.BoolVar(&o.SMTP, "smtp", false, "send through the SMTP adapter to an in-process SMTP server on loopback instead of the fake transport")
-	fs.StringVar(&o.Table, "table", "mailspool_bench", "lane table of the run")
+	fs.StringVar(&o.Table, "table", "", "lane table of the run (default: a fresh name, mailspool_bench_ and 8 hex digits); refused when a table of that name exists that bench did not create, or a lane uses it")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the run's tables (and its temporary SQLite file) at the end, e.g. to reuse a --history; the result line names them (table=, db=)")
 	fs.IntVar(&o.Repeat, "repeat", 1, "run the whole benchmark N times (the algorithms in turn within each run), then print each algorithm's median, least and greatest figures on a bench-summary line")
 	fs.DurationVar(&o.Stall, "stall", bench.DefaultStall, "give up when no mail was delivered for this long; what is undelivered then is lost")
 	asJSON := fs.Bool("json", false, "print the results as JSON (one object per line) instead of bench lines")
@@ -48,11 +51,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if *cpuProfile != "" && *drainProfile != "" {
 		return usageError{"--cpuprofile and --drain-cpuprofile: a process has one CPU profile at a time; give one"}
 	}
-	cfg, err := config.Load("", *db)
+	// The config only says which tables are lanes'; bench measures the
+	// database it is given, never the config's.
+	cfg, err := config.Load(*cfgPath, "")
 	if err != nil {
 		return err
 	}
-	o.DB = cfg.Database
+	o.DB, o.Protect = *db, config.Tables(cfg.Lanes)
 	if !*quiet {
 		o.Progress = e.stderr
 	}

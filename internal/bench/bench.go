@@ -24,9 +24,14 @@ const DefaultStall = 60 * time.Second
 
 // Options describe one benchmark run. Zero fields take the defaults shown.
 type Options struct {
-	// DB is the database URL (package dburl). The run uses its own tables
-	// (Table, Table+"_classic", and their companions), dropping and
-	// re-creating them; it touches nothing else.
+	// DB is the database URL (package dburl); "" makes a temporary SQLite
+	// file, removed at the end unless Keep. The run uses tables of its own
+	// (Table, Table+"_classic", and their companions) and touches nothing
+	// else: it marks each table it creates (a table comment on
+	// MySQL/MariaDB, a trigger that never fires on SQLite), drops only
+	// marked tables, and refuses to start when one of its table names is
+	// taken by a table without the mark, by a lane migrated in the
+	// database, or by a lane in Protect.
 	DB string
 	// Workers drain the queue (default 4), each with its own connection
 	// pool; Producers enqueue (default 4), each mail in its own transaction.
@@ -67,8 +72,17 @@ type Options struct {
 	// Latency included), and the drain runs as fast as the enqueue. The
 	// mailspool algorithm only, and without OnDrain.
 	Steady bool
-	// Table is the lane table (default "mailspool_bench").
+	// Table is the lane table (default: a fresh name each run,
+	// mailspool_bench_ and 8 hex digits). Names beginning mailspool_ are
+	// refused, except mailspool_bench...
 	Table string
+	// Keep keeps the run's tables (and its temporary SQLite file) at the
+	// end, for the next run's History; without it the run drops them, and
+	// the shared tables of mailspool its migration created when they are
+	// empty then: the database is left as it was found.
+	Keep bool
+	// Protect are lane tables (of a config) the run must never use.
+	Protect []string
 	// Stall ends the drain when no mail was delivered for this long
 	// (default DefaultStall); the mails not delivered by then are lost.
 	Stall time.Duration
@@ -99,7 +113,7 @@ func (o *Options) setDefaults() error {
 		o.Algorithm = Mailspool
 	}
 	if o.Table == "" {
-		o.Table = "mailspool_bench"
+		o.Table = freshTable()
 	}
 	if o.Stall == 0 {
 		o.Stall = DefaultStall
@@ -110,9 +124,10 @@ func (o *Options) setDefaults() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if err := checkName(o.Table, o.Protect); err != nil {
+		return err
+	}
 	switch {
-	case o.DB == "":
-		return errors.New("bench: no database URL")
 	case o.Workers < 1 || o.Producers < 1 || o.Messages < 1 || o.Repeat < 1:
 		return fmt.Errorf("bench: workers (%d), producers (%d), messages (%d) and repeat (%d) must be at least 1", o.Workers, o.Producers, o.Messages, o.Repeat)
 	case o.Latency < 0 || o.History < 0 || o.Stall < 0 || o.PollInterval < 0 || o.Batch < 0 || o.Concurrency < 0:
@@ -133,6 +148,10 @@ func (o *Options) setDefaults() error {
 
 // Result is what one algorithm did in a run.
 type Result struct {
+	// Table is the run's lane table; DB its database when the run made
+	// it (a temporary SQLite file, kept with Options.Keep).
+	Table string `json:"table"`
+	DB    string `json:"db,omitempty"`
 	// Run is which run of a repeated benchmark (Options.Repeat) this is,
 	// from 1; 0 when the benchmark ran once.
 	Run          int     `json:"run,omitempty"`
@@ -217,6 +236,10 @@ func (r *Result) Line() string {
 	if r.Steady {
 		fields = append(fields, "steady=true", "e2e_p50_ms="+ms(r.E2EP50MS), "e2e_p99_ms="+ms(r.E2EP99MS))
 	}
+	fields = append(fields, "table="+r.Table)
+	if r.DB != "" {
+		fields = append(fields, "db="+r.DB)
+	}
 	if r.Run > 0 {
 		fields = append(fields, fmt.Sprintf("run=%d", r.Run))
 	}
@@ -237,9 +260,23 @@ func (r *Result) Err() error {
 // Only the Mailspool results' Err is a failure of the queue; the classic
 // baseline is expected to lose and duplicate mail under load, and its
 // figures say how much.
-func Run(ctx context.Context, opts Options) ([]*Result, error) {
+//
+// Without Options.Keep the run drops its tables at the end, whether it
+// succeeded or not, and removes the SQLite file it made.
+func Run(ctx context.Context, opts Options) (results []*Result, err error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
+	}
+	madeDB := ""
+	if opts.DB == "" {
+		url, remove, err := tempDB()
+		if err != nil {
+			return nil, err
+		}
+		if !opts.Keep {
+			defer remove()
+		}
+		opts.DB, madeDB = url, url
 	}
 	admin, err := openDB(opts.DB, nil)
 	if err != nil {
@@ -249,7 +286,25 @@ func Run(ctx context.Context, opts Options) ([]*Result, error) {
 	if err := admin.PingContext(ctx); err != nil {
 		return nil, fmt.Errorf("bench: connecting: %w", err)
 	}
-	var results []*Result
+	before, err := guard(ctx, admin, opts.Table)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, r := range results {
+			r.Table = opts.Table
+			if opts.Keep {
+				r.DB = madeDB
+			}
+		}
+		if opts.Keep {
+			fmt.Fprintf(opts.Progress, "bench: kept table %s and its companions\n", opts.Table)
+			return
+		}
+		// Even when the run was interrupted.
+		cctx := context.WithoutCancel(ctx)
+		err = errors.Join(err, dropOwn(cctx, admin, opts.Table), dropNewShared(cctx, admin, before))
+	}()
 	for run := 1; run <= opts.Repeat; run++ {
 		if opts.Repeat > 1 {
 			fmt.Fprintf(opts.Progress, "bench: run %d of %d\n", run, opts.Repeat)

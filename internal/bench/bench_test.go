@@ -83,7 +83,8 @@ func TestRunDeliversEveryMailOnce(t *testing.T) {
 				url := newDB(t)
 				var progress lockedBuffer
 				opts := Options{DB: url, Workers: 3, Producers: 2, Messages: 300, History: 500, Progress: &progress,
-					Processes: processes, Algorithm: Both, PollInterval: 20 * time.Millisecond, Executable: os.Args[0], Stall: 20 * time.Second}
+					Processes: processes, Algorithm: Both, PollInterval: 20 * time.Millisecond, Executable: os.Args[0], Stall: 20 * time.Second,
+					Table: "kept", Keep: true}
 				results, err := Run(context.Background(), opts)
 				require.NoError(t, err, "progress and worker logs:\n%s", progress.String())
 				require.Len(t, results, 2)
@@ -113,8 +114,8 @@ func TestRunDeliversEveryMailOnce(t *testing.T) {
 				db, err := dburl.Open(url)
 				require.NoError(t, err)
 				var sent, history int
-				require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM mailspool_bench WHERE template = ? AND status = 2`, benchTemplate).Scan(&sent))
-				require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM mailspool_bench WHERE template = ?`, historyTemplate).Scan(&history))
+				require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM kept WHERE template = ? AND status = 2`, benchTemplate).Scan(&sent))
+				require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM kept WHERE template = ?`, historyTemplate).Scan(&history))
 				db.Close()
 				require.Equal(t, 300, sent)
 				require.Equal(t, 500, history)
@@ -216,14 +217,14 @@ func TestStallCountsFromTheDrainsStart(t *testing.T) {
 // instead of enqueueing every mail first.
 func TestSteadyRunStopsTheProducersWhenTheDrainFails(t *testing.T) {
 	url := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
-	_, err := Run(context.Background(), Options{DB: url, Workers: 1, Producers: 1, Messages: 20000, Steady: true, Batch: 100000})
+	_, err := Run(context.Background(), Options{DB: url, Workers: 1, Producers: 1, Messages: 20000, Steady: true, Batch: 100000, Table: "steady", Keep: true})
 	require.ErrorContains(t, err, "batch 100000 out of range")
 	require.NotContains(t, err.Error(), "context canceled", "the producers' stop is not a second error")
 	db, err := dburl.Open(url)
 	require.NoError(t, err)
 	defer db.Close()
 	var n int
-	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM mailspool_bench`).Scan(&n))
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM steady`).Scan(&n))
 	require.Less(t, n, 20000, "the producers stopped early")
 }
 
@@ -231,7 +232,8 @@ func TestSteadyRunStopsTheProducersWhenTheDrainFails(t *testing.T) {
 func TestReuseHistory(t *testing.T) {
 	url := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
 	var progress strings.Builder
-	opts := Options{DB: url, Workers: 1, Producers: 1, Messages: 50, History: 100, PollInterval: 20 * time.Millisecond, Progress: &progress}
+	opts := Options{DB: url, Workers: 1, Producers: 1, Messages: 50, History: 100, PollInterval: 20 * time.Millisecond, Progress: &progress,
+		Table: "hist", Keep: true}
 	for range 2 {
 		results, err := Run(context.Background(), opts)
 		require.NoError(t, err)
@@ -242,7 +244,7 @@ func TestReuseHistory(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	var n int
-	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM mailspool_bench`).Scan(&n))
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM hist`).Scan(&n))
 	require.Equal(t, 150, n, "100 history rows and this run's 50 mails")
 }
 
@@ -283,7 +285,12 @@ func TestIsDeadlock(t *testing.T) {
 
 func TestOptionsRefuseNonsense(t *testing.T) {
 	for _, o := range []Options{
-		{},
+		{DB: "sqlite:x.db", Table: "1table"},
+		{DB: "sqlite:x.db", Table: "mailspool_schema"},
+		{DB: "sqlite:x.db", Table: "mailspool_lanes"},
+		{DB: "sqlite:x.db", Table: "MailSpool_Alerts"},
+		{DB: "sqlite:x.db", Table: "mail_queue", Protect: []string{"mail_queue"}},
+		{DB: "sqlite:x.db", Table: "mail", Protect: []string{"mail_limits"}},
 		{DB: "sqlite:x.db", Workers: -1},
 		{DB: "sqlite:x.db", Algorithm: "fifo"},
 		{DB: "sqlite:x.db", Algorithm: Both, SMTP: true},

@@ -39,7 +39,7 @@ var classicSchema = map[string]string{
   KEY idx_pick (status, next_run, id),
   KEY idx_created (created_at),
   KEY idx_to (to_addr, created_at)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='` + ownMark + `'`,
 	"sqlite": `CREATE TABLE %s (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   to_addr TEXT NOT NULL,
@@ -66,13 +66,15 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 	r := newResult(admin, o, Classic)
 	label := "classic"
 	t := o.Table + "_classic"
-	if !tableName.MatchString(t) {
-		return nil, fmt.Errorf("bench: invalid table name %q", t)
+	// guard checked that a table t is the run's own: drop it.
+	if err := dropClassic(ctx, admin, t); err != nil {
+		return nil, err
 	}
 	store := storeName(admin)
-	stmts := []string{`DROP TABLE IF EXISTS ` + t, fmt.Sprintf(classicSchema[store], t)}
+	stmts := []string{fmt.Sprintf(classicSchema[store], t)}
 	if store == "sqlite" {
-		stmts = append(stmts, `CREATE INDEX `+t+`_idx_pick ON `+t+` (status, next_run, id)`)
+		stmts = append(stmts, `CREATE INDEX `+t+`_idx_pick ON `+t+` (status, next_run, id)`,
+			`CREATE TRIGGER "`+ownTrigger(t)+`" BEFORE DELETE ON `+t+` WHEN 0 BEGIN SELECT 1; END`)
 	}
 	for _, s := range stmts {
 		if _, err := admin.ExecContext(ctx, s); err != nil {
@@ -158,6 +160,28 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 	}
 	r.Unrecorded = max(0, unsent-r.Lost)
 	return r, nil
+}
+
+// dropClassic drops the classic table t if it is there and the run's own.
+func dropClassic(ctx context.Context, db *sql.DB, t string) error {
+	tables, err := listTables(ctx, db)
+	if err != nil {
+		return err
+	}
+	name, ok := find(tables, t)
+	if !ok {
+		return nil
+	}
+	if marked, err := isMarked(ctx, db, name); err != nil || !marked {
+		if err == nil {
+			err = fmt.Errorf("bench: table %s exists and was not created by mailspool bench; bench drops only tables it created", name)
+		}
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `DROP TABLE `+name); err != nil {
+		return fmt.Errorf("bench: dropping %s: %w", name, err)
+	}
+	return nil
 }
 
 // classicHistory fills the classic table with o.History sent rows.

@@ -13,17 +13,13 @@ import (
 
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// laneTables are the tables of a lane table t, as Migrate creates them.
-func laneTables(t string) []string { return []string{t, t + "_limits", t + "_bodies", t + "_seed"} }
-
 // prepareLane leaves the lane table migrated, holding exactly o.History
-// finished rows and nothing else: it reuses a table that has them (deleting
-// an earlier run's mail) and otherwise drops and re-creates it.
+// finished rows and nothing else: it reuses a table of an earlier run
+// (kept with Options.Keep) that has them, deleting that run's mail, and
+// otherwise drops its own tables and creates them afresh. guard has
+// checked that every table it may drop is a run's own.
 func prepareLane(ctx context.Context, db *sql.DB, o *Options) error {
 	t := o.Table
-	if !tableName.MatchString(t) {
-		return fmt.Errorf("bench: invalid table name %q", t)
-	}
 	var have int
 	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t+` WHERE template = ?`, historyTemplate).Scan(&have)
 	if err == nil && o.History > 0 && have == o.History {
@@ -45,15 +41,22 @@ func prepareLane(ctx context.Context, db *sql.DB, o *Options) error {
 		}
 		return nil
 	}
-	for _, tbl := range laneTables(t) {
-		if _, err := db.ExecContext(ctx, `DROP TABLE IF EXISTS `+tbl); err != nil {
-			return fmt.Errorf("bench: dropping %s: %w", tbl, err)
-		}
+	if err := dropOwn(ctx, db, t); err != nil {
+		return err
 	}
-	// No schema table yet is fine: Migrate creates it.
-	_, _ = db.ExecContext(ctx, `DELETE FROM mailspool_schema WHERE tbl = ?`, t)
 	if err := queue.Migrate(ctx, db, t); err != nil {
 		return err
+	}
+	created, err := listTables(ctx, db)
+	if err != nil {
+		return err
+	}
+	for _, tbl := range laneCompanions(t) {
+		if name, ok := find(created, tbl); ok { // MySQL has no _bodies table
+			if err := mark(ctx, db, name); err != nil {
+				return err
+			}
+		}
 	}
 	return fillHistory(ctx, db, o)
 }
@@ -94,15 +97,14 @@ func fillHistory(ctx context.Context, db *sql.DB, o *Options) error {
 	// Copy from a table of its own: copying a table into itself needs a
 	// temporary table per statement on MySQL.
 	seedTable := o.Table + "_seed"
-	for _, stmt := range []string{
-		`DROP TABLE IF EXISTS ` + seedTable,
-		`CREATE TABLE ` + seedTable + ` AS SELECT ` + cols + ` FROM ` + o.Table,
-	} {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("bench: history seed: %w", err)
-		}
+	// The seed table is new: dropOwn dropped any earlier one.
+	if _, err := db.ExecContext(ctx, `CREATE TABLE `+seedTable+` AS SELECT `+cols+` FROM `+o.Table); err != nil {
+		return fmt.Errorf("bench: history seed: %w", err)
 	}
-	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE IF EXISTS `+seedTable) //nolint:errcheck // best effort
+	if err := mark(ctx, db, seedTable); err != nil {
+		return err
+	}
+	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE `+seedTable) //nolint:errcheck // best effort; dropOwn drops what is left
 	for have := seed; have < o.History; {
 		n := min(seed, o.History-have)
 		stmt := `INSERT INTO ` + o.Table + ` (` + cols + `) SELECT ` + cols + ` FROM ` + seedTable + ` LIMIT ?`
