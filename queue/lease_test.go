@@ -51,18 +51,6 @@ func TestHeartbeatKeepsTheLeaseOfALongSend(t *testing.T) {
 	})
 }
 
-// TestDefaultLeaseBringsAKilledWorkersRowsBackWithin45s: with the default
-// options a killed worker's rows are due again within 2 × LeaseMargin +
-// RescueInterval of its last heartbeat (the lease runs out, the rescuer
-// finds it expired, and still so a margin later), whatever the send
-// timeout.
-func TestDefaultLeaseBringsAKilledWorkersRowsBackWithin45s(t *testing.T) {
-	var o WorkerOptions
-	require.NoError(t, o.setDefaults())
-	assert.LessOrEqual(t, 2*o.LeaseMargin+o.RescueInterval, 45*time.Second)
-	assert.GreaterOrEqual(t, o.FailAfter, 5*time.Minute, "a database pause this long loses nothing")
-}
-
 // TestRescuerGivesAnExpiredLeaseTimeToBeRenewed: the rescuer takes a lease
 // only once it has stayed expired for a LeaseMargin. An owner that
 // renews within that time (as one does whose renewal waited behind a

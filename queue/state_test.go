@@ -129,3 +129,38 @@ func TestLastErrorIsOneShortLine(t *testing.T) {
 	assert.NotContains(t, s, "\x00")
 	assert.Equal(t, "é", textclip.Prefix("éé", 3), "cut on a rune boundary")
 }
+
+// TestRescueHonoursNotAfter: a row whose lease expired while sending goes
+// back to be sent while its not-after deadline is still ahead, and fails as
+// expired once the deadline has passed; either way the attempt is given
+// back and a crash counted.
+func TestRescueHonoursNotAfter(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	rescued := func(notAfter time.Time) rowUpdate {
+		return p.next(&job{id: 7, attempts: 2, maxAttempts: 5, notAfter: notAfter.UnixMilli()}, event{kind: evRescued}, now)
+	}
+
+	u := rescued(now.Add(time.Hour))
+	assert.Equal(t, StatusRetry, u.status, "the deadline is an hour away: sent again")
+	assert.Equal(t, now.UnixMilli(), u.nextRun, "due at once")
+	assert.False(t, u.hasOutcome)
+
+	u = rescued(now.Add(time.Millisecond))
+	assert.Equal(t, StatusRetry, u.status, "the deadline has not passed yet")
+
+	for _, past := range []time.Time{now.Add(-time.Millisecond), now.Add(-time.Hour)} {
+		u = rescued(past)
+		assert.Equal(t, StatusFailed, u.status, "the deadline has passed: not sent again")
+		assert.Equal(t, kindExpired, u.lastKind)
+		assert.Contains(t, u.lastError, "not-after deadline has passed")
+	}
+	for _, u := range []rowUpdate{rescued(now.Add(time.Hour)), rescued(now.Add(-time.Hour))} {
+		assert.Equal(t, 1, u.attempts, "the attempt is given back")
+		assert.Equal(t, 1, u.crashes, "a crash is counted")
+		assert.True(t, u.maybeDelivered)
+	}
+
+	u = p.next(&job{attempts: 1, maxAttempts: 5}, event{kind: evRescued}, now)
+	assert.Equal(t, StatusPending, u.status, "no deadline: sent again")
+}
