@@ -47,9 +47,13 @@ func (f *funcTransport) Close() error { return nil }
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // problemLog is a logger that keeps the warnings and errors it is given.
+// onDeadlock, when set, is called (once) with the first line that reports
+// a MySQL deadlock, while the server still has it as its latest.
 type problemLog struct {
-	mu    sync.Mutex
-	lines []string
+	mu         sync.Mutex
+	lines      []string
+	onDeadlock func(line string)
+	deadlocked bool
 }
 
 func (p *problemLog) logger() *slog.Logger {
@@ -60,6 +64,10 @@ func (p *problemLog) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lines = append(p.lines, string(b))
+	if p.onDeadlock != nil && !p.deadlocked && strings.Contains(string(b), "Error 1213") {
+		p.deadlocked = true
+		p.onDeadlock(string(b))
+	}
 	return len(b), nil
 }
 
@@ -111,8 +119,11 @@ func TestSixteenWorkersDrainWithoutDeadlocks(t *testing.T) {
 
 // drain has workers drain n mails and checks each was sent and recorded
 // exactly once, with no deadlock, lock wait or stale completion. It waits
-// for progress: it fails only if no mail is sent for 30 s.
-func drain(t *testing.T, s store, workerCount, n int) {
+// for progress: it fails only if no mail is sent for 30 s. On MariaDB, the
+// first deadlock a worker logs is printed with the server's account of it
+// (latestDeadlock). It returns the deadlocks and lock wait timeouts the
+// workers counted.
+func drain(t *testing.T, s store, workerCount, n int) (deadlocks int64) {
 	t.Helper()
 	{
 		lane := Lane{RecipientLimit: NoLimit}
@@ -122,12 +133,19 @@ func drain(t *testing.T, s store, workerCount, n int) {
 
 		ctx, cancel := context.WithCancel(context.Background())
 		var problems problemLog
+		var deadlock string
+		if s.name == "mariadb" {
+			problems.onDeadlock = func(line string) { deadlock = line + latestDeadlock(s.db) }
+		}
 		var wg sync.WaitGroup
 		defer func() {
 			if t.Failed() {
 				for _, l := range problems.Lines() {
 					t.Log(l)
 				}
+			}
+			if deadlock != "" {
+				t.Log(deadlock)
 			}
 		}()
 		defer wg.Wait() // even when the test fails early: no worker outlives it
@@ -175,6 +193,7 @@ func drain(t *testing.T, s store, workerCount, n int) {
 			sent += st.Sent
 			assert.Zero(t, st.Stale)
 			assert.Zero(t, st.Deadlocks)
+			deadlocks += st.Deadlocks
 			if s.name != "sqlite" {
 				assert.Zero(t, st.DBErrors)
 			}
@@ -184,6 +203,7 @@ func drain(t *testing.T, s store, workerCount, n int) {
 		assert.Equal(t, 0, countRows(t, s.db, q.table, "status <> 2 OR locked_by <> ''"))
 		assert.Equal(t, n, countRows(t, s.db, q.table, "provider_id LIKE '<%'"), "provider ids stored")
 	}
+	return deadlocks
 }
 
 func TestStaleCompletionIsRejected(t *testing.T) {
