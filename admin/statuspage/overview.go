@@ -1,0 +1,83 @@
+package statuspage
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/mailspool/mailspool/queue"
+)
+
+// section is one block of a lane's figures on the overview: load reads
+// them for one lane (at most once per CacheFor), and the template
+// "section-NAME" in templates/sections.html shows them. A capability that
+// has figures of its own (suppressions by reason, throttle use, the members
+// of a composite transport, the last provider event) adds an entry here,
+// with its load function in a file of its own.
+type section struct {
+	name string
+	load func(ctx context.Context, q *queue.Queue) (any, error)
+}
+
+var sections = []section{
+	{"queue", func(ctx context.Context, q *queue.Queue) (any, error) { return q.Stats(ctx) }},
+	{"state", func(ctx context.Context, q *queue.Queue) (any, error) { return q.Paused(ctx) }},
+	{"failures", loadTopFailures},
+}
+
+// FailureWindow is how far back the failures by rule reach.
+const FailureWindow = 24 * time.Hour
+
+// topFailures is how many rules the overview lists per lane.
+const topFailures = 5
+
+type topFailuresView struct {
+	Rules []queue.RuleFailures
+	More  int // rules not listed
+}
+
+func loadTopFailures(ctx context.Context, q *queue.Queue) (any, error) {
+	fs, err := q.FailuresByRule(ctx, time.Now().Add(-FailureWindow))
+	if err != nil {
+		return nil, err
+	}
+	v := topFailuresView{Rules: fs}
+	if len(fs) > topFailures {
+		v.Rules, v.More = fs[:topFailures], len(fs)-topFailures
+	}
+	return v, nil
+}
+
+// laneView is one lane on the overview.
+type laneView struct {
+	Name     string
+	Table    string
+	Sections []sectionView
+}
+
+type sectionView struct {
+	Name string
+	Lane string
+	Base string // the page's root, for links
+	Data any
+	Err  string
+	At   time.Time // when the figures were read
+}
+
+func (p *Page) overview(w http.ResponseWriter, r *http.Request) {
+	root := base(r)
+	var lanes []laneView
+	for _, q := range p.lanes {
+		l := laneView{Name: q.Lane().Name, Table: q.Lane().Table}
+		for _, s := range sections {
+			val, at, err := p.cache.get(r.Context(), s.name+"\x00"+l.Name, func(ctx context.Context) (any, error) { return s.load(ctx, q) })
+			sv := sectionView{Name: s.name, Lane: l.Name, Base: root, Data: val, At: at}
+			if err != nil {
+				sv.Err = err.Error()
+			}
+			l.Sections = append(l.Sections, sv)
+		}
+		lanes = append(lanes, l)
+	}
+	p.render(w, r, http.StatusOK, "overview.html", view{Title: "mail queue", Refresh: 15, Data: lanes})
+}
