@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/mailspool/mailspool/alert"
 	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/internal/duration"
@@ -69,6 +70,7 @@ type fileConfig struct {
 	Database    string                `toml:"database"`
 	AdminListen string                `toml:"admin_listen"`
 	Alerts      *alertsConfig         `toml:"alerts"`
+	StatusPage  *statusPageConfig     `toml:"status_page"`
 	Lanes       map[string]laneConfig `toml:"lanes"`
 }
 
@@ -123,6 +125,9 @@ type Config struct {
 	// Alerts is where alerts go; nil without [alerts] or
 	// MAILSPOOL_ALERT_WEBHOOK.
 	Alerts *Alerts
+	// StatusPage configures the status page the admin listener serves at
+	// / ([status_page]); it holds secrets (the credentials): never log it.
+	StatusPage statuspage.Options
 }
 
 // Lane is everything one lane's worker needs.
@@ -169,6 +174,9 @@ func Load(path, database string) (*Config, error) {
 	}
 	cfg := &Config{Database: fc.Database}
 	if err := cfg.loadWatch(&fc); err != nil {
+		return nil, err
+	}
+	if err := cfg.loadStatusPage(&fc); err != nil {
 		return nil, err
 	}
 	if v := os.Getenv("MAILSPOOL_DATABASE"); v != "" {

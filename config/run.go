@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
 )
@@ -18,9 +19,14 @@ type RunOptions struct {
 	Logger *slog.Logger
 	// Transports opens each lane's transport URL (default Transports()).
 	Transports *transport.Mux
-	// AdminListen, when not "", serves /metrics and /healthz on this
-	// host:port (Config.AdminListen).
+	// AdminListen, when not "", serves /metrics, /healthz and the status
+	// page (at /) on this host:port (Config.AdminListen). Run refuses to
+	// start when it is not a loopback address and StatusPage has no
+	// credentials.
 	AdminListen string
+	// StatusPage configures the status page (Config.StatusPage; its
+	// Logger is Logger).
+	StatusPage statuspage.Options
 	// Alerts, when not nil, checks each lane's Alerts thresholds and posts
 	// alerts (Config.Alerts).
 	Alerts *Alerts

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/mailspool/mailspool/admin"
+	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/mailspool/mailspool/alert"
 	"github.com/mailspool/mailspool/metrics"
 	"github.com/mailspool/mailspool/queue"
@@ -26,6 +28,7 @@ type watcher struct {
 	metrics *metrics.Metrics
 	alerter *alert.Alerter
 	srv     *admin.Server
+	queues  []*queue.Queue // for the status page
 
 	stopBackground context.CancelFunc
 	background     sync.WaitGroup
@@ -54,6 +57,7 @@ func newWatcher(db *sql.DB, lanes []Lane, o RunOptions) (*watcher, error) {
 
 // lane returns the observer for the worker of l, whose queue is q.
 func (w *watcher) lane(q *queue.Queue, l Lane) (*queue.Observer, error) {
+	w.queues = append(w.queues, q)
 	obs := []*queue.Observer{w.health.Lane(l.Lane.Name)}
 	if w.metrics != nil {
 		m, err := w.metrics.Lane(q, l.Transport)
@@ -76,12 +80,17 @@ func (w *watcher) lane(q *queue.Queue, l Lane) (*queue.Observer, error) {
 func (w *watcher) start(ctx context.Context) error {
 	log := w.o.Logger
 	if w.o.AdminListen != "" {
-		srv, err := admin.Listen(w.o.AdminListen, admin.Handler(w.reg, w.health))
+		handler, err := w.adminHandler()
+		if err != nil {
+			return err
+		}
+		srv, err := admin.Listen(w.o.AdminListen, handler)
 		if err != nil {
 			return fmt.Errorf("config: admin_listen: %w", err)
 		}
 		w.srv = srv
-		log.Info("admin listener serving /metrics and /healthz", "addr", srv.Addr().String())
+		log.Info("admin listener serving /metrics, /healthz and the status page at /", "addr", srv.Addr().String(),
+			"actions", w.o.StatusPage.Actions, "credentials", !w.o.StatusPage.Credentials.IsZero())
 	}
 	ctx, w.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
 	if w.alerter != nil {
@@ -92,6 +101,26 @@ func (w *watcher) start(ctx context.Context) error {
 		log.Warn("telling systemd the worker is ready failed", "err", err)
 	}
 	return nil
+}
+
+// adminHandler serves the admin endpoints and, at /, the status page of
+// the lanes; it refuses a listener off loopback without credentials.
+func (w *watcher) adminHandler() (http.Handler, error) {
+	if err := statuspage.CheckListen(w.o.AdminListen, w.o.StatusPage.Credentials); err != nil {
+		return nil, fmt.Errorf("config: admin_listen: %w", err)
+	}
+	so := w.o.StatusPage
+	so.Logger = w.o.Logger
+	page, err := statuspage.New(w.queues, &so)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	endpoints := admin.Handler(w.reg, w.health)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", endpoints)
+	mux.Handle("/healthz", endpoints)
+	mux.Handle("/", page)
+	return mux, nil
 }
 
 // stopping tells systemd the workers are draining.

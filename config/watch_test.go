@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/mailspool/mailspool/alert"
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
@@ -135,6 +136,11 @@ poll_interval = "20ms"
 	assert.Contains(t, body, "go_goroutines")
 	code, body = get("/healthz")
 	assert.Equal(t, http.StatusOK, code, body)
+	code, body = get("/")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "lane tx", "the status page is at /")
+	code, _ = get("/nowhere")
+	assert.Equal(t, http.StatusNotFound, code)
 
 	// The address is taken while Run serves: a second Run says so.
 	err = config.Run(ctx, db, cfg.Lanes, &config.RunOptions{AdminListen: cfg.AdminListen})
@@ -145,4 +151,53 @@ poll_interval = "20ms"
 	assert.Equal(t, "STOPPING=1", notified())
 	code, _ = get("/healthz")
 	assert.Zero(t, code, "the listener stops with Run")
+}
+
+func TestLoadStatusPage(t *testing.T) {
+	path := writeConfig(t, `
+admin_listen = "127.0.0.1:9465"
+[status_page]
+actions = true
+show_addresses = true
+user = "ops"
+password = "from-file"
+[lanes.tx]
+transport = "fake://"
+`)
+	cfg, err := config.Load(path, "")
+	require.NoError(t, err)
+	assert.True(t, cfg.StatusPage.Actions)
+	assert.True(t, cfg.StatusPage.ShowAddresses)
+	assert.Equal(t, statuspage.Credentials{User: "ops", Password: "from-file"}, cfg.StatusPage.Credentials)
+
+	t.Setenv(config.StatusPasswordEnv, "from-env")
+	t.Setenv(config.StatusTokenEnv, "tok")
+	cfg, err = config.Load(path, "")
+	require.NoError(t, err)
+	assert.Equal(t, statuspage.Credentials{User: "ops", Password: "from-env", Token: "tok"}, cfg.StatusPage.Credentials)
+
+	_, err = config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\""), "")
+	assert.ErrorContains(t, err, "config: status_page: statuspage: basic credentials need both a user and a password")
+	assert.NotContains(t, err.Error(), "from-env")
+
+	t.Setenv(config.StatusPasswordEnv, "")
+	t.Setenv(config.StatusTokenEnv, "")
+	cfg, err = config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\""), "")
+	require.NoError(t, err)
+	assert.Equal(t, statuspage.Options{}, cfg.StatusPage, "read-only, masked, no credentials by default")
+
+	_, err = config.Load(writeConfig(t, "[status_page]\nactoins = true\n[lanes.tx]\ntransport = \"fake://\""), "")
+	assert.ErrorContains(t, err, "unknown key status_page.actoins")
+}
+
+func TestRunRefusesAnOpenStatusPage(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := config.Load(writeConfig(t, "admin_listen = \"0.0.0.0:0\"\n[lanes.tx]\ntransport = \"fake://\""), "sqlite:"+filepath.Join(t.TempDir(), "q.db"))
+	require.NoError(t, err, "loading the config is fine: only a worker serves the page")
+	db, err := cfg.Open()
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, queue.Migrate(ctx, db, config.Tables(cfg.Lanes)...))
+	err = config.Run(ctx, db, cfg.Lanes, &config.RunOptions{AdminListen: cfg.AdminListen, StatusPage: cfg.StatusPage})
+	assert.ErrorContains(t, err, "config: admin_listen: statuspage: 0.0.0.0:0 is not a loopback address: the status page needs credentials there")
 }

@@ -48,5 +48,5 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 			lanes[i].Worker.MaxMessages = *maxMessages
 		}
 	}
-	return config.Run(ctx, db, lanes, &config.RunOptions{Logger: log, AdminListen: cfg.AdminListen, Alerts: cfg.Alerts})
+	return config.Run(ctx, db, lanes, &config.RunOptions{Logger: log, AdminListen: cfg.AdminListen, StatusPage: cfg.StatusPage, Alerts: cfg.Alerts})
 }
