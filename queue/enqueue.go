@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/mail"
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/mailaddr"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -133,7 +135,8 @@ func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, op
 			return 0, err
 		}
 	}
-	if err := m.Validate(); err != nil {
+	m, err := normalizeAddresses(m)
+	if err != nil {
 		return 0, err
 	}
 	if n := m.Size(); n > q.lane.MaxSize {
@@ -369,8 +372,44 @@ func parseHeaders(s string) ([]transport.Header, error) {
 	return hs, nil
 }
 
-// normalizeAddr is the form an address is rate-limited under.
-func normalizeAddr(a string) string { return strings.ToLower(strings.TrimSpace(a)) }
+// normalizeAddresses validates m and returns it with every address in the
+// form it is stored in (mailaddr.Normalize: the domain mapped per UTS #46,
+// in lower-case U-labels; the local part as written), so that one mailbox
+// is one address in the table, in list --to and in the rate limits. m
+// itself is not changed.
+func normalizeAddresses(m *transport.Message) (*transport.Message, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	out := *m
+	for _, a := range []struct {
+		field string
+		addr  *mail.Address
+	}{{"from", &out.From}, {"to", &out.To}, {"reply_to", &out.ReplyTo}} {
+		if a.addr.Address == "" {
+			continue
+		}
+		n, err := mailaddr.Normalize(a.addr.Address)
+		if err != nil {
+			var me *mailaddr.Error
+			if errors.As(err, &me) {
+				err = &transport.ValidationError{Field: a.field + ".address", Reason: fmt.Sprintf("%q: %s", me.Addr, me.Reason)}
+			}
+			return nil, err
+		}
+		a.addr.Address = n
+	}
+	return &out, nil
+}
+
+// recipientKey is the form a recipient is rate-limited under: one key per
+// mailbox (mailaddr.Key). The address was normalized at enqueue.
+func recipientKey(addr string) string {
+	if k, err := mailaddr.Key(addr); err == nil {
+		return k
+	}
+	return strings.ToLower(addr)
+}
 
 // lockError turns a lock wait timeout (MySQL/MariaDB error 1205) into an
 // error that says what happened.

@@ -65,7 +65,7 @@ func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message
 		cs = append(cs, &counted{what: what, key: hex.EncodeToString(sum[:]), l: l, window: now.UnixMilli() / per * per})
 	}
 	if l := q.lane.RecipientLimit; !l.off() {
-		add("recipient", "rcpt:"+normalizeAddr(m.To.Address), l)
+		add("recipient", "rcpt:"+recipientKey(m.To.Address), l)
 	}
 	if l := q.lane.IPLimit; o.clientIP != "" && !l.off() {
 		add("client IP", "ip:"+o.clientIP, l)

@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mailspool/mailspool/mailaddr"
 )
 
 // Filter selects mails of a lane; zero fields select everything.
 type Filter struct {
 	// Status is one of pending, sending, sent, retry or failed.
 	Status string
-	// To is a recipient address, matched in any letter case. It is looked
-	// up through an index (see Migrate), never by a scan.
+	// To is a recipient address, normalized as Enqueue stores it
+	// (mailaddr.Normalize: any spelling of the domain finds the mailbox)
+	// and matched in any letter case. It is looked up through an index
+	// (see Migrate), never by a scan.
 	To string
 	// Template is the template name given at enqueue.
 	Template string
@@ -45,13 +49,17 @@ func (q *Queue) where(f Filter) (string, []any, error) {
 		conds, args = append(conds, "status = ?"), append(args, s)
 	}
 	if f.To != "" {
+		to, err := mailaddr.Normalize(f.To)
+		if err != nil {
+			return "", nil, fmt.Errorf("queue: recipient filter: %w", err)
+		}
 		if q.d.sqlite {
-			conds, args = append(conds, "lower(to_addr) = lower(?)"), append(args, f.To)
+			conds, args = append(conds, "lower(to_addr) = lower(?)"), append(args, to)
 		} else {
 			// The server hashes the address the way the to_hash column
 			// does; to_addr (a case-insensitive collation) settles a
 			// collision.
-			conds, args = append(conds, "to_hash = UNHEX(LEFT(SHA2(LOWER(?), 256), 16)) AND to_addr = ?"), append(args, f.To, f.To)
+			conds, args = append(conds, "to_hash = UNHEX(LEFT(SHA2(LOWER(?), 256), 16)) AND to_addr = ?"), append(args, to, to)
 		}
 	}
 	if f.Template != "" {

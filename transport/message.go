@@ -8,6 +8,7 @@ import (
 	"net/mail"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -96,7 +97,8 @@ func (m *Message) Size() int {
 // Validate reports the first problem that would make m unsafe or impossible
 // to send: a missing or unparsable address, a domain label that is empty,
 // longer than 63 bytes or starts or ends with a hyphen, a bidirectional
-// control character in an address or name, CR, LF or NUL in any header value
+// control character in an address or name, a format character (Unicode
+// category Cf) in an address, CR, LF or NUL in any header value
 // or name (header injection), an invalid, reserved or repeated header name, invalid
 // UTF-8, neither a text nor an HTML body, or a size over the limits above.
 // The returned error is a [*ValidationError] that matches [ErrInvalidMessage].
@@ -176,6 +178,9 @@ func validateAddress(field string, a mail.Address, required bool) error {
 	if reason := bidiProblem(a.Address); reason != "" {
 		return &ValidationError{Field: field + ".address", Reason: reason}
 	}
+	if reason := formatCharProblem(a.Address); reason != "" {
+		return &ValidationError{Field: field + ".address", Reason: reason}
+	}
 	if len(a.Address) > MaxAddressLength {
 		return &ValidationError{Field: field + ".address", Reason: fmt.Sprintf("is %d bytes long, at most %d allowed", len(a.Address), MaxAddressLength)}
 	}
@@ -247,6 +252,20 @@ func bidiProblem(s string) string {
 	for _, r := range s {
 		if r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069 {
 			return fmt.Sprintf("contains the bidirectional control character %U", r)
+		}
+	}
+	return ""
+}
+
+// formatCharProblem describes the first format character (Unicode
+// category Cf: zero-width space and joiners, soft hyphen, byte-order mark,
+// ...) in an address, or returns "". It is invisible, so the address looks
+// like another one, and mail systems that strip it deliver it to that one:
+// a recipient limit or a suppression would see two mailboxes.
+func formatCharProblem(s string) string {
+	for _, r := range s {
+		if unicode.Is(unicode.Cf, r) {
+			return fmt.Sprintf("contains the invisible format character %U", r)
 		}
 	}
 	return ""

@@ -42,6 +42,13 @@ func TestValidate(t *testing.T) {
 		{"from.name", func(m *Message) { m.From.Name = "Bank \u2066x\u2069" }},
 		{"to.address", func(m *Message) { m.To.Address = "j\u202E@example.com" }},
 		{"reply_to.address", func(m *Message) { m.ReplyTo.Address = "\u2067a@example.com" }},
+		// Format characters (Cf) are invisible: the address would look
+		// like, and be delivered as, another one.
+		{"to.address", func(m *Message) { m.To.Address = "victim@ex\u200Bample.com" }},
+		{"to.address", func(m *Message) { m.To.Address = "victim@ex\u00ADample.com" }},
+		{"to.address", func(m *Message) { m.To.Address = "victim@\uFEFFexample.com" }},
+		{"from.address", func(m *Message) { m.From.Address = "no\u2060reply@example.com" }},
+		{"reply_to.address", func(m *Message) { m.ReplyTo.Address = "help\u200D@example.com" }},
 		// Domain labels must be host name labels.
 		{"to.address", func(m *Message) { m.To.Address = "j@-example.com" }},
 		{"to.address", func(m *Message) { m.To.Address = "j@example-.com" }},

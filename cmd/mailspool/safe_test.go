@@ -87,11 +87,16 @@ func TestEnqueueFileIsStrict(t *testing.T) {
 		`{` + mail + `,"to":"a@x.example"} trailing`:                             "after the JSON value",
 		`{` + mail + `,"to":"a@x.example","TO":"b@y.example"}`:                   `key "to" given twice`,
 		`{` + mail + `,"to":"a@x.example","to":"b@y.example"}`:                   `key "to" given twice`,
-		`{` + mail + `,"To":"b@y.example"}`:                                      `keys are lower case`,
-		`{` + mail + `,"to":"b@y.example","headers":[{"Name":"X","value":"v"}]}`: `keys are lower case`,
-		"{" + mail + ",\"to\":\"b\xff@y.example\"}":                              "not valid UTF-8",
-		`{` + mail + `,"to":"b\ud800@y.example"}`:                                "lone UTF-16 surrogate",
-		`{` + mail + `,"to":"b\udc00\ud800@y.example"}`:                          "lone UTF-16 surrogate",
+		`{` + mail + `,"To":"b@y.example"}`:                                      `keys are written exactly as "to"`,
+		`{` + mail + `,"to":"b@y.example","headers":[{"Name":"X","value":"v"}]}`: `keys are written exactly as "name"`,
+		// encoding/json matches keys with bytes.EqualFold: U+017F (long
+		// s) matches s, U+212A (Kelvin) matches k.
+		`{"from":"a@example.com","to":"a@x.example","text":"t","subject":"s","ſubject":"evil"}`: `given twice`,
+		`{"from":"a@example.com","to":"a@x.example","text":"t","ſubject":"evil"}`:               `keys are written exactly as "subject"`,
+		`{` + mail + `,"to":"a@x.example","idempotency_Key":"k"}`:                               `keys are written exactly as "idempotency_key"`,
+		"{" + mail + ",\"to\":\"b\xff@y.example\"}":                                             "not valid UTF-8",
+		`{` + mail + `,"to":"b\ud800@y.example"}`:                                               "lone UTF-16 surrogate",
+		`{` + mail + `,"to":"b\udc00\ud800@y.example"}`:                                         "lone UTF-16 surrogate",
 	} {
 		code, _, stderr := mailspoolIn(t, content, "enqueue", "--db", db, "--file", "-")
 		assert.Equal(t, exitFailure, code, content)

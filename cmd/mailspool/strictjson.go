@@ -9,16 +9,18 @@ import (
 	"reflect"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mailspool/mailspool/mailaddr"
 )
 
-// jsonKeys are the keys a mail file may use, exactly as written: the json
-// names of mailSpec and headerSpec.
-var jsonKeys = func() map[string]bool {
-	keys := map[string]bool{}
+// jsonKeys are the keys a mail file may use, exactly as written (the json
+// names of mailSpec and headerSpec), by their case folding.
+var jsonKeys = func() map[string]string {
+	keys := map[string]string{}
 	for _, t := range []reflect.Type{reflect.TypeFor[mailSpec](), reflect.TypeFor[headerSpec]()} {
 		for i := range t.NumField() {
 			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-			keys[name] = true
+			keys[mailaddr.Fold(name)] = name
 		}
 	}
 	return keys
@@ -28,7 +30,10 @@ var jsonKeys = func() map[string]bool {
 // not contain: invalid UTF-8 and lone UTF-16 surrogates (both would become
 // U+FFFD, even inside an address), a key given twice in one object, also
 // when the two differ only in case (the last would win), a key that
-// matches a field only without case ("TO"), and anything after the value.
+// matches a field only without case ("TO", "ſubject" with U+017F), and
+// anything after the value. Case is compared the way encoding/json matches
+// keys to fields (bytes.EqualFold: Unicode simple case folding, so the long
+// s matches s and the Kelvin sign matches k).
 func checkJSON(data []byte) error {
 	if !utf8.Valid(data) {
 		return errors.New("not valid UTF-8")
@@ -69,13 +74,13 @@ func checkValue(dec *json.Decoder) error {
 				return err
 			}
 			key := t.(string)
-			lower := strings.ToLower(key)
-			if first, dup := seen[lower]; dup {
-				return fmt.Errorf("key %q given twice in one object (as %q and %q)", lower, first, key)
+			folded := mailaddr.Fold(key)
+			if first, dup := seen[folded]; dup {
+				return fmt.Errorf("key %q given twice in one object (as %q and %q)", folded, first, key)
 			}
-			seen[lower] = key
-			if !jsonKeys[key] && jsonKeys[lower] {
-				return fmt.Errorf("key %q: keys are lower case (%q)", key, lower)
+			seen[folded] = key
+			if known, ok := jsonKeys[folded]; ok && known != key {
+				return fmt.Errorf("key %q: keys are written exactly as %q", key, known)
 			}
 			if err := checkValue(dec); err != nil {
 				return err
