@@ -72,6 +72,20 @@ func (q *Queue) Cleanup(ctx context.Context, r Retention, progress func(deleted 
 	return total, nil
 }
 
+// CountOld counts the rows Cleanup with r would delete now: sent rows
+// older than r.Sent and failed rows older than r.Failed.
+func (q *Queue) CountOld(ctx context.Context, r Retention) (int64, error) {
+	r = r.withDefaults()
+	now := q.clock.Now()
+	var n int64
+	err := q.db.QueryRowContext(ctx, q.d.bounded(`SELECT COUNT(*) FROM `+q.table+` WHERE (status = ? AND next_run < ?) OR (status = ? AND next_run < ?)`),
+		StatusSent, now.Add(-r.Sent).UnixMilli(), StatusFailed, now.Add(-r.Failed).UnixMilli()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("queue: counting old rows: %w", err)
+	}
+	return n, nil
+}
+
 func (q *Queue) cleanupBatch(ctx context.Context, status int, cutoff int64, batch int) (int64, error) {
 	rows, err := q.db.QueryContext(ctx, q.d.bounded(`SELECT id FROM `+q.table+` WHERE status = ? AND next_run < ? ORDER BY next_run LIMIT ?`), status, cutoff, batch)
 	if err != nil {

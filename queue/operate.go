@@ -50,7 +50,13 @@ var cancelAction = action{
 // being sent, already sent, or still pending) are left alone and named in
 // the error, which matches ErrNotFound or ErrWrongState.
 func (q *Queue) Retry(ctx context.Context, ids ...int64) (int64, error) {
-	return q.act(ctx, retryAction, ids)
+	return q.act(ctx, retryAction, ids, false)
+}
+
+// WouldRetry is Retry without the change: it returns how many of ids
+// Retry would retry now, and the same error for the others.
+func (q *Queue) WouldRetry(ctx context.Context, ids ...int64) (int64, error) {
+	return q.act(ctx, retryAction, ids, true)
 }
 
 // Cancel fails each pending or retry mail among ids as cancelled, with a
@@ -58,7 +64,13 @@ func (q *Queue) Retry(ctx context.Context, ids ...int64) (int64, error) {
 // outcome is on its way), as are finished ones; they are named in the
 // error, as are ids not found. It returns how many mails it cancelled.
 func (q *Queue) Cancel(ctx context.Context, ids ...int64) (int64, error) {
-	return q.act(ctx, cancelAction, ids)
+	return q.act(ctx, cancelAction, ids, false)
+}
+
+// WouldCancel is Cancel without the change: it returns how many of ids
+// Cancel would cancel now, and the same error for the others.
+func (q *Queue) WouldCancel(ctx context.Context, ids ...int64) (int64, error) {
+	return q.act(ctx, cancelAction, ids, true)
 }
 
 // RetryFailed retries (as Retry does) every failed mail that matches f,
@@ -76,7 +88,7 @@ func (q *Queue) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 		if err != nil || len(ids) == 0 {
 			return total, err
 		}
-		n, err := q.act(ctx, retryAction, ids)
+		n, err := q.act(ctx, retryAction, ids, false)
 		total += n
 		// A row that changed since the SELECT is skipped, not an error.
 		if err != nil && !errors.Is(err, ErrWrongState) {
@@ -106,14 +118,15 @@ func (q *Queue) ids(ctx context.Context, query string, args ...any) ([]int64, er
 	return ids, rows.Err()
 }
 
-// act applies a to ids in batches, one transaction each.
-func (q *Queue) act(ctx context.Context, a action, ids []int64) (int64, error) {
+// act applies a to ids in batches, one transaction each; dry only counts
+// the mails it would apply to.
+func (q *Queue) act(ctx context.Context, a action, ids []int64, dry bool) (int64, error) {
 	var total int64
 	var errs []error
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), maxBatchRows)]
 		ids = ids[len(batch):]
-		n, refused, err := q.actBatch(ctx, a, batch)
+		n, refused, err := q.actBatch(ctx, a, batch, dry)
 		total += n
 		if err != nil {
 			return total, err
@@ -123,7 +136,7 @@ func (q *Queue) act(ctx context.Context, a action, ids []int64) (int64, error) {
 	return total, errors.Join(errs...)
 }
 
-func (q *Queue) actBatch(ctx context.Context, a action, ids []int64) (int64, []error, error) {
+func (q *Queue) actBatch(ctx context.Context, a action, ids []int64, dry bool) (int64, []error, error) {
 	tx, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, nil, fmt.Errorf("queue: %s: %w", a.name, err)
@@ -134,7 +147,7 @@ func (q *Queue) actBatch(ctx context.Context, a action, ids []int64) (int64, []e
 		args[i] = id
 	}
 	lock := ""
-	if !q.d.sqlite {
+	if !q.d.sqlite && !dry {
 		lock = " FOR UPDATE"
 	}
 	rows, err := tx.QueryContext(ctx, q.d.bounded(`SELECT id, status, attempts, max_attempts, last_kind, last_code, history FROM `+q.table+
@@ -172,6 +185,9 @@ func (q *Queue) actBatch(ctx context.Context, a action, ids []int64) (int64, []e
 		case !a.from[c.status]:
 			refused = append(refused, fmt.Errorf("%w: mail %d is %s, not %s", ErrWrongState, id, StatusName(c.status), a.states()))
 			continue
+		case dry:
+			n++
+			continue
 		}
 		line := fmt.Sprintf("%s %s: was %s, %d of %d attempts", now.UTC().Format(time.RFC3339), a.name, StatusName(c.status), c.attempts, c.maxAttempts)
 		if kind := strings.TrimSpace(c.kind); kind != "" {
@@ -187,6 +203,9 @@ func (q *Queue) actBatch(ctx context.Context, a action, ids []int64) (int64, []e
 		}
 		affected, _ := res.RowsAffected()
 		n += affected
+	}
+	if dry {
+		return n, refused, nil // the deferred Rollback ends the read
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, nil, fmt.Errorf("queue: %s: commit: %w", a.name, err)

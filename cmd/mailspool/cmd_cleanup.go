@@ -13,11 +13,12 @@ import (
 const keepForever = 100 * 365 * 24 * time.Hour
 
 func runCleanup(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "cleanup", "[--db URL] [--config FILE] [--lane NAME] [--older-than D] [--status sent|failed] [--json]")
+	fs := newFlagSet(e, "cleanup", "[--db URL] [--config FILE] [--lane NAME] [--older-than D] [--status sent|failed] [--dry-run] [--json]")
 	var lf laneFlags
 	lf.register(fs)
 	olderThan := fs.String("older-than", "", "delete rows finished longer ago than this (90m, 12h, 30d; default: each lane's keep_sent and keep_failed)")
 	status := fs.String("status", "", "delete only sent or only failed rows (default: both)")
+	dry := fs.Bool("dry-run", false, "count the rows that would be deleted and delete nothing")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -51,6 +52,17 @@ func runCleanup(ctx context.Context, e *env, args []string) error {
 		case "failed":
 			r.Sent = keepForever
 		}
+		if *dry {
+			n, err := q.CountOld(ctx, r)
+			if err != nil {
+				return fmt.Errorf("lane %s: %w", name, err)
+			}
+			deleted[name] = n
+			if !lf.asJSON {
+				fmt.Fprintf(e.stdout, "lane %s: would delete %d old rows\n", name, n)
+			}
+			continue
+		}
 		n, err := q.Cleanup(ctx, r, func(total int64) {
 			fmt.Fprintf(e.stderr, "\rlane %s: %d rows deleted", name, total)
 		})
@@ -66,6 +78,9 @@ func runCleanup(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if lf.asJSON {
+		if *dry {
+			return writeJSON(e.stdout, map[string]any{"would_delete": deleted, "dry_run": true})
+		}
 		return writeJSON(e.stdout, map[string]any{"deleted": deleted})
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mailspool/mailspool/queue"
 )
 
 // actionResult is the --json output of retry and cancel.
@@ -13,16 +15,19 @@ type actionResult struct {
 	Lane    string `json:"lane"`
 	Matched int64  `json:"matched"`
 	Done    int64  `json:"done"`
+	// DryRun: nothing changed; Done is what the action would do.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 func runRetry(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "retry", "[--db URL] [--config FILE] [--lane NAME] [--yes] [--json] (ID... | --failed [--since D] [--template T] [--to ADDR] [--kind K])")
+	fs := newFlagSet(e, "retry", "[--db URL] [--config FILE] [--lane NAME] [--yes] [--dry-run] [--json] (ID... | --failed [--since D] [--template T] [--to ADDR] [--kind K])")
 	var lf laneFlags
 	lf.register(fs)
 	var ff filterFlags
 	ff.register(fs)
 	failed := fs.Bool("failed", false, "retry every failed mail that matches --since, --template, --to and --kind")
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	dry := fs.Bool("dry-run", false, "print what would be retried and change nothing")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -48,35 +53,41 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	res := actionResult{Lane: l.Lane.Name, Matched: int64(len(ids))}
-	if *failed {
-		f.Status = "failed"
-		if res.Matched, err = q.Count(ctx, f); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stderr, "%d failed mails in lane %s match\n", res.Matched, l.Lane.Name)
-		if res.Matched == 0 {
-			return finishAction(e, lf.asJSON, res, "retried", nil)
-		}
-	} else {
-		fmt.Fprintf(e.stderr, "%d mails in lane %s: ids %s\n", len(ids), l.Lane.Name, joinIDs(ids))
+	if !*failed {
+		return actOnIDs(e, lf.asJSON, l.Lane.Name, ids, idAction{
+			verb: "retried", would: "retry", confirm: "Retry them with fresh attempts?",
+			dry: *dry, yes: *yes, askFrom: 1,
+			plan: func() (int64, error) { return q.WouldRetry(ctx, ids...) },
+			do:   func() (int64, error) { return q.Retry(ctx, ids...) },
+		})
+	}
+	res := actionResult{Lane: l.Lane.Name, DryRun: *dry}
+	f.Status = "failed"
+	if res.Matched, err = q.Count(ctx, f); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "%d failed mails in lane %s match\n", res.Matched, l.Lane.Name)
+	if *dry {
+		res.Done = res.Matched
+		return finishAction(e, lf.asJSON, res, "would retry", nil)
+	}
+	if res.Matched == 0 {
+		return finishAction(e, lf.asJSON, res, "retried", nil)
 	}
 	if !*yes && !confirm(e, "Retry them with fresh attempts?") {
 		return errors.New("nothing retried (answer y, or pass --yes)")
 	}
 	var actErr error
-	if *failed {
-		res.Done, actErr = q.RetryFailed(ctx, f)
-	} else {
-		res.Done, actErr = q.Retry(ctx, ids...)
-	}
+	res.Done, actErr = q.RetryFailed(ctx, f)
 	return finishAction(e, lf.asJSON, res, "retried", actErr)
 }
 
 func runCancel(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "cancel", "[--db URL] [--config FILE] [--lane NAME] [--json] ID...")
+	fs := newFlagSet(e, "cancel", "[--db URL] [--config FILE] [--lane NAME] [--yes] [--dry-run] [--json] ID...")
 	var lf laneFlags
 	lf.register(fs)
+	yes := fs.Bool("yes", false, "do not ask for confirmation (asked when more than one mail would be cancelled)")
+	dry := fs.Bool("dry-run", false, "print what would be cancelled and change nothing")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -93,10 +104,48 @@ func runCancel(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	res := actionResult{Lane: l.Lane.Name, Matched: int64(len(ids))}
+	return actOnIDs(e, lf.asJSON, l.Lane.Name, ids, idAction{
+		verb: "cancelled", would: "cancel", confirm: "Cancel them? They will not be sent.",
+		dry: *dry, yes: *yes, askFrom: 2,
+		plan: func() (int64, error) { return q.WouldCancel(ctx, ids...) },
+		do:   func() (int64, error) { return q.Cancel(ctx, ids...) },
+	})
+}
+
+// idAction is retry or cancel of mails given by id.
+type idAction struct {
+	verb, would, confirm string
+	dry, yes             bool
+	// askFrom is how many mails the action must apply to before it asks
+	// for confirmation (unless yes).
+	askFrom int64
+	// plan counts the mails the action would change, and names the
+	// others in its error; do changes them.
+	plan, do func() (int64, error)
+}
+
+// actOnIDs previews an action on ids, asks when it changes askFrom mails
+// or more, and does it (or with dry only says what it would do).
+func actOnIDs(e *env, asJSON bool, lane string, ids []int64, a idAction) error {
+	res := actionResult{Lane: lane, Matched: int64(len(ids)), DryRun: a.dry}
+	n, refused := a.plan()
+	if refused != nil && !errors.Is(refused, queue.ErrNotFound) && !errors.Is(refused, queue.ErrWrongState) {
+		return refused
+	}
+	fmt.Fprintf(e.stderr, "%d of %d mails in lane %s can be %s: ids %s\n", n, len(ids), lane, a.verb, joinIDs(ids))
+	if a.dry {
+		res.Done = n
+		return finishAction(e, asJSON, res, "would "+a.would, refused)
+	}
+	if n == 0 {
+		return finishAction(e, asJSON, res, a.verb, refused)
+	}
+	if !a.yes && n >= a.askFrom && !confirm(e, a.confirm) {
+		return fmt.Errorf("nothing %s (answer y, or pass --yes)", a.verb)
+	}
 	var actErr error
-	res.Done, actErr = q.Cancel(ctx, ids...)
-	return finishAction(e, lf.asJSON, res, "cancelled", actErr)
+	res.Done, actErr = a.do()
+	return finishAction(e, asJSON, res, a.verb, actErr)
 }
 
 // finishAction prints what an action did and returns the mails it left

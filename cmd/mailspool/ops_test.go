@@ -147,10 +147,28 @@ poll_interval = "10ms"
 		assert.Contains(t, out, "HTML body\n<p>hi</p>")
 		assert.NotContains(t, out, "0001-01-01")
 
+		// retry --dry-run says what it would do, and does nothing.
+		code, out, stderr = ms("retry", "2", "--dry-run")
+		require.Equal(t, 0, code, stderr)
+		assert.Equal(t, "would retry 1 of 1 mails in lane tx\n", out)
+		code, out, _ = ms("retry", "--dry-run", "99", "--json")
+		assert.Equal(t, exitNotFound, code)
+		assert.JSONEq(t, `{"lane": "tx", "matched": 1, "done": 0, "dry_run": true}`, out)
+		code, out, _ = ms("retry", "--dry-run", "--failed")
+		assert.Equal(t, 0, code)
+		assert.Equal(t, "would retry 1 of 1 mails in lane tx\n", out)
+		_, out, _ = ms("list", "--json", "--status", "failed")
+		assert.Equal(t, []int64{2}, listIDs(t, out), "still failed")
+		// retry of a mail that does not exist previews none.
+		code, _, stderr = ms("retry", "99")
+		assert.Equal(t, exitNotFound, code)
+		assert.Contains(t, stderr, "0 of 1 mails in lane tx can be retried")
+		assert.NotContains(t, stderr, "[y/N]", "nothing to ask about")
+
 		// retry asks first, and counts first.
 		code, out, stderr = ms("retry", "2")
 		assert.Equal(t, exitFailure, code)
-		assert.Contains(t, stderr, "1 mails in lane tx: ids 2")
+		assert.Contains(t, stderr, "1 of 1 mails in lane tx can be retried: ids 2")
 		assert.Contains(t, stderr, "nothing retried")
 		assert.Empty(t, out)
 		code, out, stderr = mailspoolIn(t, "y\n", "retry", "--db", db, "--config", cfg, "2")
@@ -171,7 +189,19 @@ poll_interval = "10ms"
 		code, _, _ = ms("retry", "--yes", "--to", "x@example.com", "4")
 		assert.Equal(t, exitUsage, code)
 
-		// cancel: the retrying mail (3), not the sent one (1).
+		// cancel of more than one mail asks; --dry-run changes nothing.
+		code, _, stderr = ms("cancel", "2", "3")
+		assert.Equal(t, exitFailure, code)
+		assert.Contains(t, stderr, "2 of 2 mails in lane tx can be cancelled")
+		assert.Contains(t, stderr, "nothing cancelled (answer y, or pass --yes)")
+		code, out, stderr = ms("cancel", "2", "3", "--dry-run")
+		require.Equal(t, 0, code, stderr)
+		assert.Equal(t, "would cancel 2 of 2 mails in lane tx\n", out)
+		_, out, _ = ms("list", "--json", "--kind", "cancelled")
+		assert.Equal(t, []int64{}, listIDs(t, out))
+
+		// cancel: the retrying mail (3), not the sent one (1); one mail
+		// is cancelled without asking.
 		code, out, stderr = ms("cancel", "3", "1", "--json")
 		assert.Equal(t, exitFailure, code)
 		assert.Contains(t, stderr, "mail 1 is sent, not pending or retry")
@@ -229,6 +259,14 @@ poll_interval = "10ms"
 
 		// cleanup: only the sent rows (1 and 4), by age.
 		time.Sleep(5 * time.Millisecond)
+		code, out, stderr = ms("cleanup", "--older-than", "1ms", "--status", "sent", "--dry-run")
+		require.Equal(t, 0, code, stderr)
+		assert.Equal(t, "lane tx: would delete 2 old rows\n", out)
+		code, out, _ = ms("cleanup", "--older-than", "1ms", "--dry-run", "--json")
+		assert.Equal(t, 0, code)
+		assert.JSONEq(t, `{"would_delete": {"tx": 2}, "dry_run": true}`, out)
+		_, out, _ = ms("list", "--json")
+		assert.Equal(t, []int64{5, 4, 3, 2, 1}, listIDs(t, out), "nothing deleted")
 		code, out, stderr = ms("cleanup", "--older-than", "1ms", "--status", "sent")
 		require.Equal(t, 0, code, stderr)
 		assert.Contains(t, out, "lane tx: deleted 2 old rows")
