@@ -23,14 +23,13 @@ func (p *Page) failures(w http.ResponseWriter, r *http.Request) {
 	var out []laneFailures
 	for _, q := range p.lanes {
 		name := q.Lane().Name
-		val, _, err := p.cache.get(r.Context(), "rules\x00"+name, func(ctx context.Context) (any, error) {
-			return q.FailuresByRule(ctx, time.Now().Add(-FailureWindow))
-		})
+		// The overview's figures: one read serves both pages.
+		val, _, err := p.cache.get(r.Context(), "failures\x00"+name, func(ctx context.Context) (any, error) { return loadTopFailures(ctx, q) })
 		lf := laneFailures{Lane: name}
 		if err != nil {
 			lf.Err = err.Error()
 		} else {
-			lf.Rules = val.([]queue.RuleFailures)
+			lf.Rules = val.(topFailuresView).All
 		}
 		out = append(out, lf)
 	}

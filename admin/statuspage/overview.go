@@ -33,8 +33,9 @@ const FailureWindow = 24 * time.Hour
 const topFailures = 5
 
 type topFailuresView struct {
-	Rules []queue.RuleFailures
-	More  int // rules not listed
+	All   []queue.RuleFailures // every rule, for the failures page
+	Rules []queue.RuleFailures // the first topFailures
+	More  int                  // rules not in Rules
 }
 
 func loadTopFailures(ctx context.Context, q *queue.Queue) (any, error) {
@@ -42,7 +43,7 @@ func loadTopFailures(ctx context.Context, q *queue.Queue) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := topFailuresView{Rules: fs}
+	v := topFailuresView{All: fs, Rules: fs}
 	if len(fs) > topFailures {
 		v.Rules, v.More = fs[:topFailures], len(fs)-topFailures
 	}

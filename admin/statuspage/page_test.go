@@ -393,3 +393,25 @@ func TestNew(t *testing.T) {
 	_, err = statuspage.New([]*queue.Queue{s.q, s.q}, nil)
 	assert.ErrorContains(t, err, "lane transactional given twice")
 }
+
+func TestUnreadableLane(t *testing.T) {
+	db := sqliteDB(t)
+	s := seed(t, db)
+	missing, err := queue.New(t.Context(), db, queue.Lane{Name: "marketing", Table: "mail_never_migrated"}, nil)
+	require.NoError(t, err)
+	p, err := statuspage.New([]*queue.Queue{s.q, missing}, nil)
+	require.NoError(t, err)
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	a := get(t, srv.URL+"/")
+	require.Equal(t, http.StatusOK, a.code, "one lane's failure does not take the page down")
+	assert.Equal(t, "3", figures(a.body)["backlog"], "the other lane's figures")
+	assert.Contains(t, a.body, `id="lane-marketing"`)
+	assert.Contains(t, a.body, "reading these figures failed: queue: stats")
+	a = get(t, srv.URL+"/failures")
+	assert.Equal(t, http.StatusOK, a.code)
+	assert.Contains(t, a.body, "queue: failures by rule")
+	a = get(t, srv.URL+"/lanes/marketing/mail/1")
+	assert.Equal(t, http.StatusInternalServerError, a.code)
+	assert.Contains(t, a.body, "queue: reading mail 1")
+}
