@@ -120,7 +120,8 @@ type Config struct {
 	// Lanes are sorted by name; no two share a table.
 	Lanes []Lane
 	// AdminListen is the host:port of the admin listener (/metrics,
-	// /healthz); "" leaves it off.
+	// /healthz): MAILSPOOL_ADMIN_LISTEN, else the file's admin_listen;
+	// "" (or "off" in either) leaves it off.
 	AdminListen string
 	// Alerts is where alerts go; nil without [alerts] or
 	// MAILSPOOL_ALERT_WEBHOOK.

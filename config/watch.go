@@ -44,14 +44,40 @@ type Alerts struct {
 // the config file.
 const AlertWebhookEnv = "MAILSPOOL_ALERT_WEBHOOK"
 
-// loadWatch reads admin_listen and [alerts].
+// AdminListenEnv replaces admin_listen: a host:port, or "off" for no
+// admin listener (one worker process per lane, each with its own address
+// or none).
+const AdminListenEnv = "MAILSPOOL_ADMIN_LISTEN"
+
+// ParseAdminListen checks an admin listener address, admin_listen's or
+// MAILSPOOL_ADMIN_LISTEN's: a host:port, or "off", which returns "" (no
+// listener). what names the value's source in the error.
+func ParseAdminListen(what, s string) (string, error) {
+	if s == "off" {
+		return "", nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("config: %s: %q is not host:port (e.g. 127.0.0.1:9465) or off", what, s)
+	}
+	return s, nil
+}
+
+// loadWatch reads admin_listen (or MAILSPOOL_ADMIN_LISTEN) and [alerts].
 func (c *Config) loadWatch(fc *fileConfig) error {
 	if fc.AdminListen != "" {
-		_, port, err := net.SplitHostPort(fc.AdminListen)
-		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
-			return fmt.Errorf("config: admin_listen: %q is not host:port (e.g. 127.0.0.1:9465)", fc.AdminListen)
+		addr, err := ParseAdminListen("admin_listen", fc.AdminListen)
+		if err != nil {
+			return err
 		}
-		c.AdminListen = fc.AdminListen
+		c.AdminListen = addr
+	}
+	if v := os.Getenv(AdminListenEnv); v != "" {
+		addr, err := ParseAdminListen(AdminListenEnv, v)
+		if err != nil {
+			return err
+		}
+		c.AdminListen = addr
 	}
 	webhook := os.Getenv(AlertWebhookEnv)
 	if fc.Alerts == nil && webhook == "" {

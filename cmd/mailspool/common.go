@@ -175,3 +175,11 @@ type joinedError struct {
 
 func (j joinedError) Error() string { return j.text }
 func (j joinedError) Unwrap() error { return j.err }
+
+// flagGiven reports whether the flag name was on the command line (even
+// with an empty value).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}

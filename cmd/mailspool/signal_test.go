@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,4 +75,48 @@ concurrency = 4
 	assert.Zero(t, s.Sending, "rows left in sending")
 	assert.Positive(t, s.SentLastHour, "the sends in flight finished")
 	assert.Equal(t, int64(40), s.SentLastHour+s.Pending, "every mail is sent or pending again: %+v", s)
+}
+
+// TestWorkersOfOneConfigEachWithTheirOwnListener: the per-lane systemd
+// layout runs one process per lane from one config; its admin_listen is
+// taken (here by a listener of the test, as by the first lane's
+// process), so another process binds its own address or none, from
+// --admin-listen or MAILSPOOL_ADMIN_LISTEN, instead of failing.
+func TestWorkersOfOneConfigEachWithTheirOwnListener(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "q.db")
+	cfg := writeFile(t, "mailspool.toml", `
+admin_listen = "`+taken.Addr().String()+`"
+[lanes.tx]
+transport = "fake://"
+poll_interval = "10ms"
+`)
+	code, _, stderr := mailspool(t, "migrate", "--db", db, "--config", cfg)
+	require.Equal(t, 0, code, stderr)
+	worker := func(args ...string) (int, string) {
+		t.Helper()
+		code, _, stderr := mailspool(t, "enqueue", "--db", db, "--config", cfg, "--from", "a@example.com", "--to", "b@example.com", "--subject", "s", "--text", "t")
+		require.Equal(t, 0, code, stderr)
+		code, _, stderr = mailspool(t, append([]string{"worker", "--db", db, "--config", cfg, "--max-messages", "1"}, args...)...)
+		return code, stderr
+	}
+	code, stderr = worker()
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "address already in use", "the config's address is taken")
+	code, stderr = worker("--admin-listen", "off")
+	require.Equal(t, 0, code, stderr)
+	code, stderr = worker("--admin-listen", "127.0.0.1:0")
+	require.Equal(t, 0, code, stderr)
+	t.Setenv("MAILSPOOL_ADMIN_LISTEN", "off")
+	code, stderr = worker()
+	require.Equal(t, 0, code, stderr)
+	t.Setenv("MAILSPOOL_ADMIN_LISTEN", "9465")
+	code, _, stderr = mailspool(t, "worker", "--db", db, "--config", cfg, "--max-messages", "1")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `MAILSPOOL_ADMIN_LISTEN: "9465" is not host:port`)
+	code, _, stderr = mailspool(t, "worker", "--db", db, "--config", cfg, "--admin-listen", "nowhere")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `--admin-listen: "nowhere" is not host:port (e.g. 127.0.0.1:9465) or off`)
 }
