@@ -182,61 +182,65 @@ func TestAddressesMasked(t *testing.T) {
 }
 
 func TestReadOnly(t *testing.T) {
-	s := seed(t, sqliteDB(t))
-	srv := server(t, s, nil)
-	for _, path := range append(pagesOf(s), "/nowhere", fmt.Sprintf("/lanes/transactional/mail/%d/retry", s.ids["bob"]), "/lanes/transactional/pause") {
-		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, "PROPFIND"} {
-			a := do(t, method, srv.URL+path, url.Values{"csrf": {"x"}}, nil)
-			assert.Equal(t, http.StatusMethodNotAllowed, a.code, "%s %s", method, path)
-			assert.Equal(t, "GET, HEAD", a.head.Get("Allow"))
+	forEachStore(t, func(t *testing.T, db *sql.DB) {
+		s := seed(t, db)
+		srv := server(t, s, nil)
+		for _, path := range append(pagesOf(s), "/nowhere", fmt.Sprintf("/lanes/transactional/mail/%d/retry", s.ids["bob"]), "/lanes/transactional/pause") {
+			for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, "PROPFIND"} {
+				a := do(t, method, srv.URL+path, url.Values{"csrf": {"x"}}, nil)
+				assert.Equal(t, http.StatusMethodNotAllowed, a.code, "%s %s", method, path)
+				assert.Equal(t, "GET, HEAD", a.head.Get("Allow"))
+			}
 		}
-	}
-	a := do(t, http.MethodHead, srv.URL+"/", nil, nil)
-	assert.Equal(t, http.StatusOK, a.code)
-	row, err := s.q.Row(t.Context(), s.ids["bob"])
-	require.NoError(t, err)
-	assert.Equal(t, "failed", row.Status, "nothing changed")
+		a := do(t, http.MethodHead, srv.URL+"/", nil, nil)
+		assert.Equal(t, http.StatusOK, a.code)
+		row, err := s.q.Row(t.Context(), s.ids["bob"])
+		require.NoError(t, err)
+		assert.Equal(t, "failed", row.Status, "nothing changed")
+	})
 }
 
 func TestCredentials(t *testing.T) {
-	s := seed(t, sqliteDB(t))
-	srv := server(t, s, &statuspage.Options{Credentials: statuspage.Credentials{Token: "s3cret-token", User: "ops", Password: "pa55"}})
-	for name, c := range map[string]struct {
-		edit func(*http.Request)
-		code int
-	}{
-		"none":           {nil, http.StatusUnauthorized},
-		"basic":          {func(r *http.Request) { r.SetBasicAuth("ops", "pa55") }, http.StatusOK},
-		"wrong password": {func(r *http.Request) { r.SetBasicAuth("ops", "pa56") }, http.StatusUnauthorized},
-		"wrong user":     {func(r *http.Request) { r.SetBasicAuth("root", "pa55") }, http.StatusUnauthorized},
-		"bearer":         {func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret-token") }, http.StatusOK},
-		"bearer, lower":  {func(r *http.Request) { r.Header.Set("Authorization", "bearer s3cret-token") }, http.StatusOK},
-		"wrong token":    {func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret-tokem") }, http.StatusUnauthorized},
-		"token as basic": {func(r *http.Request) { r.SetBasicAuth("ops", "s3cret-token") }, http.StatusUnauthorized},
-	} {
-		for _, path := range []string{"/", "/failures", "/style.css", "/nowhere", fmt.Sprintf("/lanes/transactional/mail/%d", s.ids["bob"])} {
-			a := do(t, http.MethodGet, srv.URL+path, nil, c.edit)
-			want := c.code
-			if want == http.StatusOK && path == "/nowhere" {
-				want = http.StatusNotFound
+	forEachStore(t, func(t *testing.T, db *sql.DB) {
+		s := seed(t, db)
+		srv := server(t, s, &statuspage.Options{Credentials: statuspage.Credentials{Token: "s3cret-token", User: "ops", Password: "pa55"}})
+		for name, c := range map[string]struct {
+			edit func(*http.Request)
+			code int
+		}{
+			"none":           {nil, http.StatusUnauthorized},
+			"basic":          {func(r *http.Request) { r.SetBasicAuth("ops", "pa55") }, http.StatusOK},
+			"wrong password": {func(r *http.Request) { r.SetBasicAuth("ops", "pa56") }, http.StatusUnauthorized},
+			"wrong user":     {func(r *http.Request) { r.SetBasicAuth("root", "pa55") }, http.StatusUnauthorized},
+			"bearer":         {func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret-token") }, http.StatusOK},
+			"bearer, lower":  {func(r *http.Request) { r.Header.Set("Authorization", "bearer s3cret-token") }, http.StatusOK},
+			"wrong token":    {func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret-tokem") }, http.StatusUnauthorized},
+			"token as basic": {func(r *http.Request) { r.SetBasicAuth("ops", "s3cret-token") }, http.StatusUnauthorized},
+		} {
+			for _, path := range []string{"/", "/failures", "/style.css", "/nowhere", fmt.Sprintf("/lanes/transactional/mail/%d", s.ids["bob"])} {
+				a := do(t, http.MethodGet, srv.URL+path, nil, c.edit)
+				want := c.code
+				if want == http.StatusOK && path == "/nowhere" {
+					want = http.StatusNotFound
+				}
+				assert.Equal(t, want, a.code, "%s: %s", name, path)
+				if a.code == http.StatusUnauthorized {
+					assert.Equal(t, []string{`Basic realm="mailspool status", charset="UTF-8"`, `Bearer realm="mailspool status"`}, a.head.Values("WWW-Authenticate"))
+					assert.NotContains(t, a.body, "example.com", "nothing of the queue without credentials")
+				}
 			}
-			assert.Equal(t, want, a.code, "%s: %s", name, path)
-			if a.code == http.StatusUnauthorized {
-				assert.Equal(t, []string{`Basic realm="mailspool status", charset="UTF-8"`, `Bearer realm="mailspool status"`}, a.head.Values("WWW-Authenticate"))
-				assert.NotContains(t, a.body, "example.com", "nothing of the queue without credentials")
+			// Credentials before the method: a stranger learns nothing.
+			a := do(t, http.MethodPost, srv.URL+"/", url.Values{}, c.edit)
+			if c.code == http.StatusOK {
+				assert.Equal(t, http.StatusMethodNotAllowed, a.code, name)
+			} else {
+				assert.Equal(t, http.StatusUnauthorized, a.code, name)
 			}
 		}
-		// Credentials before the method: a stranger learns nothing.
-		a := do(t, http.MethodPost, srv.URL+"/", url.Values{}, c.edit)
-		if c.code == http.StatusOK {
-			assert.Equal(t, http.StatusMethodNotAllowed, a.code, name)
-		} else {
-			assert.Equal(t, http.StatusUnauthorized, a.code, name)
-		}
-	}
 
-	_, err := statuspage.New([]*queue.Queue{s.q}, &statuspage.Options{Credentials: statuspage.Credentials{User: "ops"}})
-	assert.ErrorContains(t, err, "need both a user and a password")
+		_, err := statuspage.New([]*queue.Queue{s.q}, &statuspage.Options{Credentials: statuspage.Credentials{User: "ops"}})
+		assert.ErrorContains(t, err, "need both a user and a password")
+	})
 }
 
 func TestCheckListen(t *testing.T) {
@@ -360,14 +364,16 @@ func TestActions(t *testing.T) {
 }
 
 func TestFiguresCached(t *testing.T) {
-	s := seed(t, sqliteDB(t))
-	cached := server(t, s, &statuspage.Options{CacheFor: time.Hour})
-	assert.Equal(t, "3", figures(get(t, cached.URL+"/").body)["backlog"])
-	_, err := s.q.Cancel(t.Context(), s.ids["dora"])
-	require.NoError(t, err)
-	assert.Equal(t, "3", figures(get(t, cached.URL+"/").body)["backlog"], "read again only after CacheFor")
-	fresh := server(t, s, &statuspage.Options{CacheFor: time.Nanosecond})
-	assert.Equal(t, "2", figures(get(t, fresh.URL+"/").body)["backlog"])
+	forEachStore(t, func(t *testing.T, db *sql.DB) {
+		s := seed(t, db)
+		cached := server(t, s, &statuspage.Options{CacheFor: time.Hour})
+		assert.Equal(t, "3", figures(get(t, cached.URL+"/").body)["backlog"])
+		_, err := s.q.Cancel(t.Context(), s.ids["dora"])
+		require.NoError(t, err)
+		assert.Equal(t, "3", figures(get(t, cached.URL+"/").body)["backlog"], "read again only after CacheFor")
+		fresh := server(t, s, &statuspage.Options{CacheFor: time.Nanosecond})
+		assert.Equal(t, "2", figures(get(t, fresh.URL+"/").body)["backlog"])
+	})
 }
 
 func TestMountedUnderAPrefix(t *testing.T) {
