@@ -33,7 +33,9 @@ type Options struct {
 	// masked (j***@example.com).
 	ShowAddresses bool
 	// CacheFor is how long the overview's figures are reused before they
-	// are read again (default 5s).
+	// are read again (default 5s). Figures up to four times that old are
+	// shown while a fresh read runs in the background; older ones are read
+	// while the request waits.
 	CacheFor time.Duration
 	// Logger receives a line per action, with who did it (default
 	// slog.Default()).
