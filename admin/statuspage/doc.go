@@ -20,7 +20,8 @@
 //	GET /mail?lane=L&id=N          finds a mail by id
 //
 // The figures on the overview are read at most once per Options.CacheFor
-// (default 5s) however many people look; each is a range of the
+// (default 5s) however many people look, and a browser left on the page
+// never waits for them (see Options.CacheFor); each is a range of the
 // (status, next_run) index, never a scan of the history.
 //
 // The page is read-only unless Options.Actions is set: every request
