@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -23,7 +22,7 @@ const claimColumns = `id, next_run, attempts, max_attempts, crashes, not_after, 
 // stuck behind a deferred backlog), then retry if the batch is not full.
 // Rows whose lease expired are not claimed here: the rescuer (rescue.go)
 // returns them to pending or retry first. With SKIP LOCKED, concurrent
-// claimers never wait for each other.
+// claimers pass the rows others hold (see pickLocking).
 //
 // cur, when not nil, is the claimer's cursor (see cursor).
 func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Duration, cur *cursor) ([]*job, error) {
@@ -39,23 +38,29 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 
 	var jobs []*job
-	contended := false
-	for _, status := range []int{StatusPending, StatusRetry} {
-		if len(jobs) == n {
-			break
-		}
-		picked, c, err := q.pick(ctx, tx, cur, status, now, n-len(jobs))
-		if err != nil {
+	contended, left := false, false
+	if !q.d.sqlite && q.d.skipLocked {
+		if jobs, contended, left, err = q.pickLocking(ctx, tx, cur, now, n); err != nil {
 			return nil, err
 		}
-		jobs = append(jobs, picked...)
-		contended = contended || c
+	} else {
+		for _, status := range []int{StatusPending, StatusRetry} {
+			if len(jobs) == n {
+				break
+			}
+			picked, c, err := q.pick(ctx, tx, cur, status, now, n-len(jobs))
+			if err != nil {
+				return nil, err
+			}
+			jobs = append(jobs, picked...)
+			contended = contended || c
+		}
 	}
 	picked := len(jobs)
 	jobs = isolateSuspects(jobs)
 	if cur != nil {
 		cur.contended = contended && picked < n
-		cur.cut = len(jobs) < picked
+		cur.cut = len(jobs) < picked || left
 		if cur.cut {
 			// The rows cut off are behind the cursor's new position:
 			// the next pick starts from the front again.
@@ -141,35 +146,48 @@ type cursor struct {
 	at     map[int]dueKey // per status
 	fullAt time.Time      // the last pick from the start of every status
 	// cut: the last claim took fewer rows than it picked, to lease a
-	// suspect alone (isolateSuspects); due rows remain, so the claimer
-	// claims again at once instead of waiting for its poll interval.
+	// suspect alone (isolateSuspects), or left due rows to keep its lock
+	// order (pickLocking); due rows remain, so the claimer claims again at
+	// once, from the front, instead of waiting for its poll interval.
 	cut bool
 	// contended: the last claim came back short because other claims
 	// held or took the rows it found, not because no more rows were due
-	// (pickSkipping); the claimer backs off, for less than its poll
+	// (pickLocking); the claimer backs off, for less than its poll
 	// interval at first (Worker.claimLoop).
 	contended bool
 }
 
 type dueKey struct{ nextRun, id int64 }
 
+// after reports whether k comes after o in the due order.
+func (k dueKey) after(o dueKey) bool {
+	return k.nextRun > o.nextRun || (k.nextRun == o.nextRun && k.id > o.id)
+}
+
+// refresh forgets the cursor's positions once fullPickEvery has passed
+// since it last did (or the clock went back): the next picks start from
+// the front.
+func (c *cursor) refresh(now time.Time) {
+	if c.at == nil {
+		c.at = map[int]dueKey{}
+	}
+	if now.Sub(c.fullAt) >= fullPickEvery || now.Before(c.fullAt) {
+		clear(c.at)
+		c.fullAt = now
+	}
+}
+
 // fullPickEvery bounds how long a due row behind a cursor can wait.
 const fullPickEvery = time.Second
 
 // pick reads up to limit due rows of one status, in due order, starting at
 // cur's position when it has one. contended reports that it came back
-// short because of other claims (see pickSkipping).
+// short because of other claims (see pickLocking).
 func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, now int64, limit int) (jobs []*job, contended bool, err error) {
 	if cur == nil {
 		return q.pickRows(ctx, tx, status, now, limit, nil)
 	}
-	if cur.at == nil {
-		cur.at = map[int]dueKey{}
-	}
-	if t := q.clock.Now(); t.Sub(cur.fullAt) >= fullPickEvery || t.Before(cur.fullAt) {
-		clear(cur.at)
-		cur.fullAt = t
-	}
+	cur.refresh(q.clock.Now())
 	if from, ok := cur.at[status]; ok {
 		if jobs, contended, err = q.pickRows(ctx, tx, status, now, limit, &from); err != nil {
 			return nil, false, err
@@ -196,19 +214,25 @@ func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, n
 		delete(cur.at, status)
 		return jobs, contended, nil
 	}
-	last := dueKey{}
-	for _, j := range jobs {
-		if k := (dueKey{j.nextRun, j.id}); k.nextRun > last.nextRun || (k.nextRun == last.nextRun && k.id > last.id) {
-			last = k
-		}
-	}
-	cur.at[status] = last
+	cur.at[status] = lastDue(jobs)
 	return jobs, false, nil
 }
 
+// lastDue returns the due-order key of the last of jobs.
+func lastDue(jobs []*job) dueKey {
+	last := dueKey{}
+	for _, j := range jobs {
+		if k := (dueKey{j.nextRun, j.id}); k.after(last) {
+			last = k
+		}
+	}
+	return last
+}
+
 // pickQuery is the claim's SELECT for one status where the pick is one
-// statement (SQLite, and MySQL without SKIP LOCKED); it reads exactly the
-// rows it returns from the (status, next_run, id) index.
+// statement (SQLite, and MySQL without SKIP LOCKED; see pickLocking for
+// the others); it reads exactly the rows it returns from the (status,
+// next_run, id) index.
 // With after, it starts after a given row.
 func (q *Queue) pickQuery(after bool) string {
 	return q.d.bounded(q.pickSelect(after) + q.d.lockSkip())
@@ -252,96 +276,25 @@ func (q *Queue) dueKeysSelect(after bool) string {
 }
 
 // lockDueSelect locks and reads, of n rows named by id, those that are
-// still due in a status, skipping the rows another transaction holds. Its
-// arguments: the n ids, the status, now.
+// still due (pending or retry), skipping the rows another transaction
+// holds. Its arguments: the n ids, now.
 func (q *Queue) lockDueSelect(n int) string {
 	selectFrom, _ := q.withBodies(claimColumns)
-	return `SELECT ` + selectFrom + q.d.byID() + ` WHERE t.id IN (` + placeholders(n) + `) AND t.status = ? AND t.next_run <= ?` + q.d.lockSkip()
+	return `SELECT ` + selectFrom + q.d.byID() + ` WHERE t.id IN (` + placeholders(n) + `) AND (t.` + statusIs(StatusPending) + ` OR t.` + statusIs(StatusRetry) +
+		`) AND t.next_run <= ?` + q.d.lockSkip()
 }
 
-// maxPickRounds bounds the rounds of one pickSkipping.
-const maxPickRounds = 4
-
 // pickRows reads up to limit due rows of one status for the claim in tx,
-// after the row at after when it is not nil. contended reports that it
-// came back short because other claims held or took rows it found.
+// after the row at after when it is not nil, with one statement (see
+// pickQuery). contended is always false: without SKIP LOCKED a claim
+// waits for the rows others hold instead of passing them.
 func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) (jobs []*job, contended bool, err error) {
-	if !q.d.sqlite && q.d.skipLocked {
-		return q.pickSkipping(ctx, tx, status, now, limit, after)
-	}
 	rows, err := tx.QueryContext(ctx, q.pickQuery(after != nil), append(dueArgs(status, now, after), limit)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
 	}
-	jobs, err = scanJobs(rows, status)
+	jobs, err = scanJobs(rows, StatusName(status)+" rows")
 	return jobs, false, err
-}
-
-// pickSkipping is pickRows on MySQL/MariaDB with SKIP LOCKED. Each round
-// is two statements: a plain read of the keys of as many due rows as the
-// claim still needs, from the index, which takes no lock; then a locking
-// read of those rows by primary key that takes the ones still due and
-// skips the ones another claim holds. A round that comes back short is
-// followed by one after the last key read, up to maxPickRounds; if the
-// claim is still short while due rows remain, it reports contended, and
-// the worker backs off before it claims again (Worker.claimLoop) rather
-// than reading on past the rows the other claimers are taking.
-//
-// Why not one SELECT ... FOR UPDATE SKIP LOCKED on the index: that locks
-// an index entry and then the row for each row it returns, and tries (and
-// skips) each row the other claimers hold, all on the same few index pages
-// at the front of the due order. With several workers, the server spent
-// about half again as much CPU per mail as with one, much of it spinning
-// on the latches of those pages' lock lists. The plain read locks nothing,
-// and the locking read touches only the rows it may take, by id, spread
-// over the table's pages.
-//
-// A row can look due to the plain read and not be by the time it is
-// locked (another claim took it and committed): the locking read's
-// condition reads the row's latest version, so such a row is not taken,
-// and its lock is released at once (READ UNCOMMITTED, the claim's level,
-// and READ COMMITTED do that alike; see claimTxOptions).
-func (q *Queue) pickSkipping(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) (jobs []*job, contended bool, err error) {
-	for range maxPickRounds {
-		want := limit - len(jobs)
-		if want <= 0 {
-			break
-		}
-		keys, err := q.dueKeys(ctx, tx, status, now, want, after)
-		if err != nil {
-			return nil, false, err
-		}
-		if len(keys) == 0 {
-			contended = false
-			break
-		}
-		args := make([]any, 0, len(keys)+2)
-		for _, k := range keys {
-			args = append(args, k.id)
-		}
-		rows, err := tx.QueryContext(ctx, q.d.bounded(q.lockDueSelect(len(keys))), append(args, status, now)...)
-		if err != nil {
-			return nil, false, fmt.Errorf("queue: claim: locking %s rows: %w", StatusName(status), err)
-		}
-		locked, err := scanJobs(rows, status)
-		if err != nil {
-			return nil, false, err
-		}
-		jobs = append(jobs, locked...)
-		contended = len(locked) < len(keys)
-		if len(keys) < want {
-			contended = false // no more due rows
-			break
-		}
-		after = &keys[len(keys)-1]
-	}
-	slices.SortFunc(jobs, func(a, b *job) int {
-		if a.nextRun != b.nextRun {
-			return cmp.Compare(a.nextRun, b.nextRun)
-		}
-		return cmp.Compare(a.id, b.id)
-	})
-	return jobs, contended && len(jobs) < limit, nil
 }
 
 // dueKeys reads the keys of up to limit due rows of status, in due order,
@@ -367,8 +320,8 @@ func (q *Queue) dueKeys(ctx context.Context, tx *sql.Tx, status int, now int64, 
 }
 
 // scanJobs reads the claimed rows of a pick, columns as withBodies(claimColumns),
-// and closes rows.
-func scanJobs(rows *sql.Rows, status int) ([]*job, error) {
+// and closes rows; what names the rows in its errors.
+func scanJobs(rows *sql.Rows, what string) ([]*job, error) {
 	defer rows.Close()
 	var jobs []*job
 	for rows.Next() {
@@ -389,7 +342,7 @@ func scanJobs(rows *sql.Rows, status int) ([]*job, error) {
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
+		return nil, fmt.Errorf("queue: claim: picking %s: %w", what, err)
 	}
 	return jobs, nil
 }

@@ -139,7 +139,7 @@ func (d dialect) txOptions() *sql.TxOptions {
 
 // claimTxOptions are the options of a claim's transaction. On MySQL with
 // SKIP LOCKED, READ UNCOMMITTED: the claim's one plain read, the due keys
-// of pickSkipping, then passes over the index entries of rows that other
+// of pickLocking, then passes over the index entries of rows that other
 // claims have already taken without looking each one up in the table to
 // decide which version it may see (under READ COMMITTED the entries of
 // recently claimed rows each cost a clustered-index lookup). It is only a

@@ -168,12 +168,12 @@ const copyColumns = `attempts, max_attempts, next_run, not_after, created_at, me
   from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers`
 
 // lockDue runs a claim's locking read in tx for the rows ids, as
-// pickSkipping does, and returns the ids it took.
+// pickLocking does, and returns the ids it took.
 func lockDue(t *testing.T, tx *sql.Tx, q *Queue, ids []int64) []int64 {
 	t.Helper()
-	rows, err := tx.Query(q.d.bounded(q.lockDueSelect(len(ids))), append(anyIDs(ids), StatusPending, time.Now().UnixMilli())...)
+	rows, err := tx.Query(q.d.bounded(q.lockDueSelect(len(ids))), append(anyIDs(ids), time.Now().UnixMilli())...)
 	require.NoError(t, err)
-	jobs, err := scanJobs(rows, StatusPending)
+	jobs, err := scanJobs(rows, "due rows")
 	require.NoError(t, err)
 	return jobIDs(jobs)
 }
@@ -209,7 +209,7 @@ func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
 	defer second.Rollback() //nolint:errcheck
 	all := append(taken, due...)
 	assert.Equal(t, a, lockDue(t, second, q, all), "the rows the first claim holds are skipped")
-	tbl, plan := analyze(t, s.db, q.lockDueSelect(len(all)), append(anyIDs(all), StatusPending, time.Now().UnixMilli())...)
+	tbl, plan := analyze(t, s.db, q.lockDueSelect(len(all)), append(anyIDs(all), time.Now().UnixMilli())...)
 	assert.Equal(t, "PRIMARY", tbl.Key, "the locking read goes by id: %s", plan)
 
 	var jobs []*job
@@ -220,4 +220,30 @@ func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
 		"the first claim marks its rows without waiting for the second")
 	require.NoError(t, first.Commit())
 	require.NoError(t, second.Commit())
+}
+
+// TestClaimLocksInIdOrder: on MariaDB a claim asks for no row lock below
+// the highest id it holds, so that two claims can never each wait for a
+// row the other holds. Here the pending rows at the front are held by
+// another claim; the claim takes the pending rows behind them, and the
+// retry rows it then finds (lower ids: they were enqueued first) are left
+// for its next claim, which the worker makes at once (cut) and which
+// takes them.
+func TestClaimLocksInIdOrder(t *testing.T) {
+	t.Parallel()
+	s, q, retry := dueMailOnMariaDB(t, 3)
+	ctx := context.Background()
+	_, err := s.db.ExecContext(ctx, `UPDATE `+q.table+` SET status = ?, attempts = 1`, StatusRetry)
+	require.NoError(t, err)
+	pending := enqueueN(t, q, 6)
+	holder := holdRows(t, s, q, pending[:3])
+
+	var cur cursor
+	assert.Equal(t, pending[3:], claimedIDs(t, q, 6, &cur), "the pending rows nobody holds; not the retry rows below them")
+	assert.True(t, cur.cut, "due rows were left: claim again at once")
+	assert.False(t, cur.contended)
+	assert.Equal(t, retry, claimedIDs(t, q, 6, &cur), "the next claim takes them")
+	assert.False(t, cur.cut)
+	require.NoError(t, holder.Rollback())
+	assert.Equal(t, pending[:3], claimedIDs(t, q, 6, &cur))
 }
