@@ -68,8 +68,9 @@ func produce(ctx context.Context, db *sql.DB, producers, n int, progress io.Writ
 	errs := make([]error, producers)
 	var wg sync.WaitGroup
 	start := time.Now()
-	stopProgress := make(chan struct{})
+	stopProgress, progressStopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(progressStopped)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		prev := int64(0)
@@ -110,6 +111,7 @@ func produce(ctx context.Context, db *sql.DB, producers, n int, progress io.Writ
 	}
 	wg.Wait()
 	close(stopProgress)
+	<-progressStopped // the caller writes to progress next
 	elapsed := time.Since(start)
 	for _, err := range errs {
 		if err != nil {
