@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/stretchr/testify/assert"
@@ -139,4 +141,42 @@ func TestBrowser(t *testing.T) {
 	row, err := s.q.Row(t.Context(), s.ids["bob"])
 	require.NoError(t, err)
 	assert.Equal(t, "pending", row.Status)
+}
+
+// TestBrowserWithoutJavaScript clicks through the page with the page's
+// scripts switched off: the overview, a rule's failures, a mail, its
+// collapsed body, and the look-up form.
+func TestBrowserWithoutJavaScript(t *testing.T) {
+	ctx := browser(t)
+	s := seed(t, sqliteDB(t))
+	srv := server(t, s, nil)
+	noScript := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return err
+	})
+	bob := fmt.Sprint(s.ids["bob"])
+	require.NoError(t, chromedp.Do(ctx,
+		noScript,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.Click(chromedp.CSS(`#lane-transactional a[href*="failures?rule=smtp-5.1.1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.mails`)),
+		chromedp.Click(chromedp.CSS(`table.mails a[href$="/mail/`+bob+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`td[data-field="to"]`)),
+	))
+	attrs := func() map[string]string {
+		t.Helper()
+		a, err := chromedp.Run(ctx, chromedp.Attributes(chromedp.CSS(`details`)))
+		require.NoError(t, err)
+		return a
+	}
+	assert.NotContains(t, attrs(), "open", "collapsed")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`details summary`))))
+	assert.Contains(t, attrs(), "open", "opened by a click, no script needed")
+
+	// And the page's scripts really were off: a page that sets its title
+	// from a script keeps its own.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(`data:text/html,<title>static</title><script>document.title="scripted"</script>`)))
+	title, err := chromedp.Run(ctx, chromedp.Title())
+	require.NoError(t, err)
+	assert.Equal(t, "static", title)
 }
