@@ -216,6 +216,9 @@ func (a *Alerter) observe(ctx context.Context, l lane, now time.Time) ([]observa
 	obs := []observation{{
 		cond: "stuck", active: s.Stuck > 0, value: float64(s.Stuck),
 		summary: fmt.Sprintf("%d rows stuck in sending past their lease", s.Stuck),
+	}, {
+		cond: "sender", active: s.SenderScope > 0, value: float64(s.SenderScope),
+		summary: fmt.Sprintf("%d mails retried or failed because the provider refused our sender, account, domain or IP (mailspool list --status retry; mailspool show explains)", s.SenderScope),
 	}}
 	if t.Backlog > 0 {
 		obs = append(obs, observation{

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
@@ -305,4 +306,50 @@ func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// sendFunc is a transport whose every Send returns err.
+type sendFunc func() error
+
+func (f sendFunc) Send(context.Context, *transport.Message) (transport.Receipt, error) {
+	return transport.Receipt{}, f()
+}
+
+func (f sendFunc) Close() error { return nil }
+
+// A failure of sender scope is retried, not dropped, and raises the
+// lane's "sender" alert; a recipient's permanent failure does not.
+func TestSenderScopeRaisesTheLanesAlert(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *sql.DB) {
+		ctx := context.Background()
+		hook := newWebhook(t, 0)
+		q := newQueue(t, db)
+		a := newAlerter(t, db, q, Thresholds{}, Options{WebhookURL: hook.URL, Worker: "w1"})
+		run := func(reply string) {
+			t.Helper()
+			enqueue(t, q, db, 1)
+			w, err := queue.NewWorker(q, sendFunc(func() error { return classify.SMTPReply(reply) }),
+				&queue.WorkerOptions{MaxMessages: 1, PollInterval: 10 * time.Millisecond, CleanupInterval: -1,
+					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			require.NoError(t, err)
+			require.NoError(t, w.Run(ctx))
+		}
+
+		run("550 5.1.1 <ann@example.com>: Recipient address rejected: User unknown")
+		require.NoError(t, a.Check(ctx))
+		_, accepted := hook.got()
+		assert.Empty(t, accepted, "one recipient's bounce is no alert")
+
+		run("554 5.7.1 Service unavailable; Client host [192.0.2.1] blocked using zen.spamhaus.org")
+		row, err := q.Row(ctx, 2)
+		require.NoError(t, err)
+		assert.Equal(t, "retry", row.Status, "a 5xx about our sender's IP is retried")
+		assert.Equal(t, "sender", row.LastScope)
+		require.NoError(t, a.Check(ctx))
+		_, accepted = hook.got()
+		require.Len(t, accepted, 1)
+		assert.Equal(t, "sender", accepted[0]["condition"])
+		assert.Equal(t, "firing", accepted[0]["state"])
+		assert.Equal(t, 1.0, accepted[0]["value"])
+	})
 }

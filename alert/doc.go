@@ -9,6 +9,9 @@
 //	failure_rate  last hour's failed / (sent + failed) above Thresholds.FailureRate,
 //	              once at least Thresholds.MinAttempts mails finished in the hour
 //	stuck         rows in sending more than 5 minutes past their lease (any)
+//	sender        rows waiting on a retry, or failed in the last hour, after a
+//	              failure of sender scope: the provider refused our account,
+//	              sending domain, envelope sender or IP (any)
 //	paused        an operator paused the lane (mailspool pause), or a worker's
 //	              breaker holds its claiming after connection failures
 //	restarting    Thresholds.Restarts or more worker processes of the lane

@@ -32,13 +32,19 @@ import (
 // Error is for failures before the mail was fully handed over; after the
 // SMTP DATA terminator or a fully sent HTTP request body use [MaybeDelivered].
 func Error(err error) error {
+	return Session{}.Error(err)
+}
+
+// Error is [Error] for a failure of this session: a reply found in err is
+// read as this session's (see [Session.SMTP]).
+func (s Session) Error(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.As(err, new(*transport.Error)) {
 		return err
 	}
-	return classifyError(err)
+	return s.classifyError(err)
 }
 
 // MaybeDelivered classifies a failure that came after the whole mail was
@@ -50,6 +56,11 @@ func Error(err error) error {
 // text), the reply is an answer, not a maybe: the result is [Error]'s.
 // MaybeDelivered(nil) is nil.
 func MaybeDelivered(err error) error {
+	return Session{}.MaybeDelivered(err)
+}
+
+// MaybeDelivered is [MaybeDelivered] for a failure of this session.
+func (s Session) MaybeDelivered(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -59,12 +70,12 @@ func MaybeDelivered(err error) error {
 			return err
 		}
 		maybe := *prior
-		maybe.Kind, maybe.MaybeDelivered, maybe.Rule = transport.Temporary, true, ruleMaybeDelivered
+		maybe.Kind, maybe.Scope, maybe.MaybeDelivered, maybe.Rule = transport.Temporary, transport.ScopeTransient, true, ruleMaybeDelivered
 		return &maybe
 	}
-	c := classifyError(err)
+	c := s.classifyError(err)
 	if c.Code == 0 {
-		c.Kind, c.MaybeDelivered, c.Rule = transport.Temporary, true, ruleMaybeDelivered
+		c.Kind, c.Scope, c.MaybeDelivered, c.Rule = transport.Temporary, transport.ScopeTransient, true, ruleMaybeDelivered
 	}
 	return c
 }
@@ -73,26 +84,26 @@ func MaybeDelivered(err error) error {
 const ruleMaybeDelivered = "maybe-delivered"
 
 // classifyError is [Error] for a non-nil err without a *transport.Error.
-func classifyError(err error) *transport.Error {
+func (s Session) classifyError(err error) *transport.Error {
 	var tpe *textproto.Error
 	if errors.As(err, &tpe) {
-		return reply(tpe.Code, tpe.Msg, err)
+		return s.reply(tpe.Code, tpe.Msg, err)
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
 		return &transport.Error{Kind: transport.Temporary, Rule: "go-canceled", Detail: "canceled", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &transport.Error{Kind: transport.Connection, Rule: "go-deadline", Detail: "timeout", Err: err}
+		return &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: "go-deadline", Detail: "timeout", Err: err}
 	}
 	if detail, ok := network(err); ok {
-		return &transport.Error{Kind: transport.Connection, Rule: networkRule(detail), Detail: detail, Err: err}
+		return &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: networkRule(detail), Detail: detail, Err: err}
 	}
 	text := err.Error()
 	if code, msg, ok := embeddedReply(text); ok {
-		return reply(code, msg, err)
+		return s.reply(code, msg, err)
 	}
 	if detail, ok := networkText(text); ok {
-		return &transport.Error{Kind: transport.Connection, Rule: networkRule(detail), Detail: detail, Err: err}
+		return &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: networkRule(detail), Detail: detail, Err: err}
 	}
 	return &transport.Error{Kind: transport.Temporary, Rule: "go-unknown", Err: err}
 }
@@ -100,8 +111,8 @@ func classifyError(err error) *transport.Error {
 // reply classifies an SMTP reply carried by the error cause. A success
 // code there is a protocol surprise (the client expected another reply),
 // not a success: Temporary.
-func reply(code int, text string, cause error) *transport.Error {
-	c, ok := SMTP(code, "", text).(*transport.Error)
+func (s Session) reply(code int, text string, cause error) *transport.Error {
+	c, ok := s.SMTP(code, "", text).(*transport.Error)
 	if !ok {
 		c = &transport.Error{Kind: transport.Temporary, Code: code, Rule: "smtp-unexpected-success", Detail: cleanDetail("unexpected smtp reply: " + text)}
 	}

@@ -31,12 +31,17 @@ func ExampleSMTPReply() {
 
 func ExampleExplain() {
 	d := classify.Explain(classify.SMTPReply("550 The from address does not match a verified Sender Identity."))
-	fmt.Println(d.Kind, d.Code, d.Rule, d.Recipient)
+	fmt.Println(d.Kind, d.Scope, d.Code, d.Rule)
 	d = classify.Explain(classify.SMTPReply("550 5.1.1 <bob@example.org>: Recipient address rejected: User unknown"))
-	fmt.Println(d.Kind, d.Enhanced, d.Rule, d.Recipient)
+	fmt.Println(d.Kind, d.Scope, d.Enhanced, d.Rule)
+	// A 5xx without evidence about the recipient or the message is
+	// retried, never dropped at once.
+	d = classify.Explain(classify.SMTPReply("550 Requested action not taken"))
+	fmt.Println(d.Kind, d.Scope, d.Code, d.Rule)
 	// Output:
-	// connection 550 smtp-sender false
-	// permanent 5.1.1 smtp-recipient true
+	// connection sender 550 smtp-sender
+	// permanent recipient 5.1.1 smtp-recipient
+	// temporary transient 550 smtp-5xx
 }
 
 func ExampleRules_Apply() {

@@ -15,9 +15,11 @@ type Decision struct {
 	Enhanced       string // RFC 3463 enhanced code, if any
 	RetryAfter     time.Duration
 	MaybeDelivered bool
-	// Recipient reports that the failure concerns one recipient, so it
-	// never counts toward the lane's breaker.
-	Recipient bool
+	// Scope is what the failure is about (recipient, message, sender,
+	// transient, lane): only lane scope feeds the breaker, only recipient
+	// scope may suppress an address, sender scope raises the lane's alert.
+	// Sent has scope transient, as nil has (transport.ScopeOf).
+	Scope transport.Scope
 	// Rule names the rule that decided Kind: a built-in rule (listed in
 	// the package documentation), an adapter's rule ("ses-..."), or an
 	// operator's ("operator:NAME"). "none" for an error no rule classified.
@@ -39,7 +41,7 @@ func Explain(err error) Decision {
 	}
 	d := Decision{
 		Kind: te.Kind, Code: te.Code, Enhanced: te.Enhanced, RetryAfter: te.RetryAfter,
-		MaybeDelivered: te.MaybeDelivered, Recipient: te.Recipient, Rule: te.Rule, Detail: te.Detail,
+		MaybeDelivered: te.MaybeDelivered, Scope: te.Scope, Rule: te.Rule, Detail: te.Detail,
 	}
 	if d.Rule == "" {
 		d.Rule = "none"

@@ -55,10 +55,10 @@ func FuzzSMTPReply(f *testing.F) {
 		if strings.ContainsAny(x.Detail, "\r\n") || len(x.Detail) > maxDetail || !utf8.ValidString(x.Detail) {
 			t.Fatalf("detail %q for %q", x.Detail, reply)
 		}
-		if x.Rule == "" || x.Rule != y.Rule || x.Recipient != y.Recipient {
-			t.Fatalf("rule %q/%q, recipient %v/%v for %q", x.Rule, y.Rule, x.Recipient, y.Recipient, reply)
+		if x.Rule == "" || x.Rule != y.Rule || x.Scope != y.Scope {
+			t.Fatalf("rule %q/%q, scope %v/%v for %q", x.Rule, y.Rule, x.Scope, y.Scope, reply)
 		}
-		if x.Recipient && x.Kind == transport.Connection {
+		if x.Scope == transport.ScopeRecipient && x.Kind == transport.Connection {
 			t.Fatalf("a reply about one recipient is Connection: %q (%s)", reply, x.Rule)
 		}
 	})

@@ -43,6 +43,14 @@ func check(t *testing.T, w want, err error) *transport.Error {
 var accepted = want{kind: transport.Sent}
 
 const (
+	recipient = transport.ScopeRecipient
+	message   = transport.ScopeMessage
+	sender    = transport.ScopeSender
+	transient = transport.ScopeTransient
+	lane      = transport.ScopeLane
+)
+
+const (
 	temporary  = transport.Temporary
 	permanent  = transport.Permanent
 	connection = transport.Connection

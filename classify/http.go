@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -32,10 +33,15 @@ func HTTP(status int, header http.Header, body []byte) error {
 	if status >= 200 && status < 400 {
 		return nil
 	}
-	kind, rule := httpKind(status)
-	e := &transport.Error{Kind: kind, Code: status, Rule: rule, Detail: bodyMessage(header, body)}
+	kind, scope, rule := httpKind(status)
+	e := &transport.Error{Kind: kind, Code: status, Scope: scope, Rule: rule, Detail: bodyMessage(header, body)}
 	if e.Detail == "" {
 		e.Detail = http.StatusText(status)
+	}
+	if (scope == transport.ScopeMessage || scope == transport.ScopeLane) && httpSenderText.MatchString(strings.ToLower(e.Detail)) {
+		// The provider refuses our sender, its identity or our account,
+		// not this mail and not the key: retried and alerted on.
+		e.Kind, e.Scope, e.Rule = transport.Connection, transport.ScopeSender, "http-sender"
 	}
 	now := time.Now()
 	switch {
@@ -50,25 +56,31 @@ func HTTP(status int, header http.Header, body []byte) error {
 	return e
 }
 
-// httpKind is the Kind of a failing status, as tabled in [HTTP], and the
-// name of the rule that decides it.
-func httpKind(status int) (transport.Kind, string) {
+// httpKind is the Kind and Scope of a failing status, as tabled in
+// [HTTP], and the name of the rule that decides it.
+func httpKind(status int) (transport.Kind, transport.Scope, string) {
 	switch status {
 	case 400, 413, 422:
-		return transport.Permanent, "http-rejected"
+		return transport.Permanent, transport.ScopeMessage, "http-rejected"
 	case 401, 402, 403, 404, 405, 407, 410, 411, 414, 415, 421, 426, 431:
-		return transport.Connection, "http-setup"
+		return transport.Connection, transport.ScopeLane, "http-setup"
 	case 429:
-		return transport.Temporary, "http-429"
+		return transport.Temporary, transport.ScopeTransient, "http-429"
 	}
 	switch {
 	case status >= 500 && status < 600:
-		return transport.Temporary, "http-5xx"
+		return transport.Temporary, transport.ScopeTransient, "http-5xx"
 	case status >= 400 && status < 500:
-		return transport.Temporary, "http-4xx"
+		return transport.Temporary, transport.ScopeTransient, "http-4xx"
 	}
-	return transport.Temporary, "http-invalid"
+	return transport.Temporary, transport.ScopeTransient, "http-invalid"
 }
+
+// httpSenderText matches an API's words about our sender, its identity,
+// its domain or our account (SendGrid's "The from address does not match
+// a verified Sender Identity", "from.email", Mailgun's "Domain not
+// found", Postmark's "Sender signature not defined"): the mail is fine.
+var httpSenderText = regexp.MustCompile(`sender|\bfrom\b|identity|not verified|unverified|domain (is )?not (found|verified|allowed|configured)|account|suspended|not (permitted|allowed) to send`)
 
 // maxBody bounds how much of a body is parsed for a message.
 const maxBody = 64 << 10

@@ -41,10 +41,10 @@ func TestHTTP(t *testing.T) {
 
 		{"400 sendgrid errors", 400, jsonH,
 			`{"errors":[{"message":"The from email does not contain a valid address.","field":"from.email","help":"http://sendgrid.com/docs/API_Reference/Web_API_v3/Mail/errors.html#message.from"},{"message":"The subject is required.","field":"subject","help":null}]}`,
-			want{permanent, 400, "", 0, "The from email does not contain a valid address.; The subject is required."}},
+			want{connection, 400, "", 0, "The from email does not contain a valid address.; The subject is required."}},
 		{"400 ses message", 400, http.Header{"Content-Type": {"application/json"}, "X-Amzn-Errortype": {"MessageRejected"}},
 			`{"message":"Email address is not verified. The following identities failed the check in region EU-WEST-1: a@example.com"}`,
-			want{permanent, 400, "", 0, "Email address is not verified. The following identities failed the check in region EU-WEST-1: a@example.com"}},
+			want{connection, 400, "", 0, "Email address is not verified. The following identities failed the check in region EU-WEST-1: a@example.com"}},
 		{"400 aws Message key", 400, jsonH, `{"__type":"BadRequestException","Message":"Invalid header"}`, want{permanent, 400, "", 0, "Invalid header"}},
 		{"413 nginx html", 413, htmlH, "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body><center><h1>413 Request Entity Too Large</h1></center><hr><center>nginx</center></body></html>",
 			want{permanent, 413, "", 0, "Request Entity Too Large"}},

@@ -38,6 +38,12 @@ type Rule struct {
 	// Kind is the outcome the rule gives: Temporary, Permanent or
 	// Connection.
 	Kind transport.Kind
+	// Scope, when set, is what the rule says the failure is about; nil
+	// keeps the scope the reply was given. A Permanent rule's scope must be
+	// recipient or message: set to another, it is refused; left nil on a
+	// failure of another scope, it makes it message (the operator's word
+	// is the evidence, and it never suppresses an address).
+	Scope *transport.Scope
 	// RetryAfter, when positive, replaces the failure's retry hint.
 	RetryAfter time.Duration
 }
@@ -91,6 +97,17 @@ func compileRule(r Rule) (compiledRule, error) {
 	case transport.Temporary, transport.Permanent, transport.Connection:
 	default:
 		return c, fmt.Errorf("kind %s: want temporary, permanent or connection", r.Kind)
+	}
+	if r.Scope != nil {
+		switch *r.Scope {
+		case transport.ScopeRecipient, transport.ScopeMessage:
+		case transport.ScopeSender, transport.ScopeTransient, transport.ScopeLane:
+			if r.Kind == transport.Permanent {
+				return c, fmt.Errorf("scope %s: a permanent rule needs recipient or message scope (the mail is dropped only on evidence about it)", *r.Scope)
+			}
+		default:
+			return c, fmt.Errorf("scope %s: want recipient, message, sender, transient or lane", *r.Scope)
+		}
 	}
 	if r.Code == 0 && r.Enhanced == "" && r.Text == "" && r.Error == "" {
 		return c, errors.New("no condition: set code, enhanced, text or error")
@@ -151,9 +168,10 @@ func (c *compiledRule) matches(te *transport.Error, text string) bool {
 }
 
 // Apply returns err reclassified by the first rule it matches: a copy of
-// its *transport.Error with the rule's Kind, RetryAfter (if the rule sets
-// one) and Rule "operator:NAME"; Code, Enhanced, Detail, MaybeDelivered,
-// Recipient and the cause are kept. An error without a *transport.Error is
+// its *transport.Error with the rule's Kind, Scope (if the rule sets one;
+// see [Rule.Scope]), RetryAfter (if the rule sets one) and Rule
+// "operator:NAME"; Code, Enhanced, Detail, MaybeDelivered and the cause
+// are kept. An error without a *transport.Error is
 // matched as a Temporary failure with no code. err is returned as it is
 // when it is nil or no rule matches.
 func (rs *Rules) Apply(err error) error {
@@ -172,6 +190,12 @@ func (rs *Rules) Apply(err error) error {
 		}
 		out := *te
 		out.Kind, out.Rule = c.Kind, OperatorPrefix+c.Name
+		switch {
+		case c.Scope != nil:
+			out.Scope = *c.Scope
+		case out.Kind == transport.Permanent && out.Scope != transport.ScopeRecipient && out.Scope != transport.ScopeMessage:
+			out.Scope = transport.ScopeMessage
+		}
 		if c.RetryAfter > 0 {
 			out.RetryAfter = c.RetryAfter
 		}

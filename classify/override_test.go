@@ -51,7 +51,7 @@ func TestRulesApply(t *testing.T) {
 	// The first matching rule decides; the facts of the reply are kept.
 	d := Explain(rules.Apply(SMTPReply("552 5.2.2 Mailbox temporarily full")))
 	assert.Equal(t, Decision{Kind: transport.Temporary, Code: 552, Enhanced: "5.2.2", RetryAfter: time.Hour,
-		Recipient: true, Rule: "operator:acme-full", Detail: "Mailbox temporarily full"}, d)
+		Scope: transport.ScopeRecipient, Rule: "operator:acme-full", Detail: "Mailbox temporarily full"}, d)
 	// Every condition must hold: a 552 without the text falls to the table.
 	assert.Equal(t, "smtp-mailbox-full", Explain(rules.Apply(SMTPReply("552 5.2.2 Mailbox full"))).Rule)
 	// "X" as the class matches 4 and 5.
@@ -120,9 +120,9 @@ func TestAmbiguousReplyIsAboutTheRecipient(t *testing.T) {
 	te := asError(SMTPReply("554 5.7.1 <bob@example.org>: Recipient address rejected: Authentication required"))
 	require.NotNil(t, te)
 	assert.Equal(t, "smtp-ambiguous", te.Rule)
-	assert.True(t, te.Recipient)
+	assert.Equal(t, transport.ScopeRecipient, te.Scope)
 	// Exchange's relay refusal mentions a recipient but does not reject one.
 	te = asError(SMTPReply("550 5.7.54 SMTP; Unable to relay recipient in non-accepted domain"))
 	assert.Equal(t, "smtp-relay", te.Rule)
-	assert.False(t, te.Recipient)
+	assert.Equal(t, transport.ScopeLane, te.Scope)
 }

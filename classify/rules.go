@@ -12,55 +12,56 @@ type replyFacts struct {
 	code int      // basic code, 400-599
 	enh  enhanced // enhanced code, zero when absent
 	low  string   // the text, lower case, on one line
+	at   string   // the command the reply answered ("MAIL", "RCPT", ...), "" when unknown
+	// relay: the lane submits through a relay (AUTH, a submission port, an
+	// ESP's SMTP endpoint), not to the recipient's own mail server.
+	relay bool
 }
 
-// scope is what a rule says a reply is about.
-type scope uint8
-
-const (
-	either    scope = iota // the reply's own words tell (aboutRecipient)
-	lane                   // our account, credentials, sender or setup
-	recipient              // the recipient's account or mailbox
-)
+// byEvidence stands for "the reply's own words and codes tell" in the
+// scope of a rule (see evidence).
+const byEvidence = transport.Scope(255)
 
 // smtpRule is one row of the SMTP decision table (see the package
 // documentation).
 type smtpRule struct {
 	name  string
 	kind  transport.Kind
-	scope scope
+	scope transport.Scope // byEvidence: decided by evidence
 	match func(r *replyFacts) bool
 }
 
-// recipient reports whether the reply r, decided by rule, concerns one
-// recipient.
-func (rule *smtpRule) recipient(r *replyFacts) bool {
-	switch rule.scope {
-	case lane:
-		return false
-	case recipient:
-		return true
+// scopeOf returns the scope of the reply r, decided by rule.
+func (rule *smtpRule) scopeOf(r *replyFacts) transport.Scope {
+	if rule.scope != byEvidence {
+		return rule.scope
 	}
-	return aboutRecipient(r)
+	return evidence(r, r.code >= 500)
 }
 
 // smtpRules is the SMTP decision table, in order: the first rule that
-// matches decides.
+// matches decides. A 5xx is Permanent only by a rule of recipient or
+// message scope, which needs evidence about the recipient or the message.
 var smtpRules = []smtpRule{
-	{"smtp-our-account", transport.Connection, lane, ourAccount},
-	{"smtp-4xx", transport.Temporary, either, func(r *replyFacts) bool { return r.code < 500 }},
-	{"smtp-auth", transport.Connection, lane, authFailure},
-	{"smtp-encryption", transport.Connection, lane, encryptionRequired},
-	{"smtp-sender", transport.Connection, lane, senderRejected},
-	{"smtp-helo", transport.Connection, lane, func(r *replyFacts) bool { return heloText.MatchString(r.low) }},
-	{"smtp-relay", transport.Connection, lane, func(r *replyFacts) bool { return relayDenied.MatchString(r.low) }},
-	{"smtp-recipient-disabled", transport.Permanent, recipient, recipientDisabled},
-	{"smtp-quota-temporary", transport.Temporary, recipient, func(r *replyFacts) bool { return mailboxFull(r) && temporaryQuota.MatchString(r.low) }},
-	{"smtp-mailbox-full", transport.Permanent, recipient, mailboxFull},
-	{"smtp-routing", transport.Permanent, either, func(r *replyFacts) bool { return r.enh.subject == 4 && r.enh.code != "" }},
-	{"smtp-passing", transport.Temporary, either, passing},
-	{"smtp-recipient", transport.Permanent, recipient, aboutRecipient},
-	{"smtp-5xx", transport.Permanent, either, func(*replyFacts) bool { return true }},
+	{"smtp-our-account", transport.Connection, transport.ScopeSender, ourAccount},
+	{"smtp-4xx", transport.Temporary, byEvidence, func(r *replyFacts) bool { return r.code < 500 }},
+	{"smtp-at-auth", transport.Connection, transport.ScopeLane, func(r *replyFacts) bool { return r.at == "AUTH" }},
+	{"smtp-recipient-policy", transport.Permanent, transport.ScopeRecipient, recipientPolicy},
+	{"smtp-auth", transport.Connection, transport.ScopeLane, authFailure},
+	{"smtp-encryption", transport.Connection, transport.ScopeLane, encryptionRequired},
+	{"smtp-sender", transport.Connection, transport.ScopeSender, senderRejected},
+	{"smtp-helo", transport.Connection, transport.ScopeLane, func(r *replyFacts) bool { return heloText.MatchString(r.low) }},
+	{"smtp-relay", transport.Connection, transport.ScopeLane, func(r *replyFacts) bool { return relayDenied.MatchString(r.low) }},
+	{"smtp-mail-from", transport.Temporary, transport.ScopeSender, func(r *replyFacts) bool { return r.at == "MAIL" && evidence(r, true) != transport.ScopeMessage }},
+	{"smtp-recipient-disabled", transport.Permanent, transport.ScopeRecipient, recipientDisabled},
+	{"smtp-quota-temporary", transport.Temporary, transport.ScopeRecipient, func(r *replyFacts) bool { return mailboxFull(r) && temporaryQuota.MatchString(r.low) }},
+	{"smtp-mailbox-full", transport.Permanent, transport.ScopeRecipient, mailboxFull},
+	{"smtp-passing", transport.Temporary, transport.ScopeTransient, passing},
+	{"smtp-sender-policy", transport.Temporary, transport.ScopeSender, func(r *replyFacts) bool { return evidence(r, true) == transport.ScopeSender }},
+	{"smtp-routing", transport.Permanent, transport.ScopeRecipient, func(r *replyFacts) bool { return r.enh.subject == 4 && evidence(r, true) == transport.ScopeRecipient }},
+	{"smtp-recipient", transport.Permanent, transport.ScopeRecipient, func(r *replyFacts) bool { return evidence(r, true) == transport.ScopeRecipient }},
+	{"smtp-message", transport.Permanent, transport.ScopeMessage, func(r *replyFacts) bool { return evidence(r, true) == transport.ScopeMessage }},
+	{"smtp-5xx", transport.Temporary, transport.ScopeTransient, func(*replyFacts) bool { return true }},
 }
 
 // ambiguous decides a 5xx that a lane rule matches but that names the
@@ -69,7 +70,7 @@ var smtpRules = []smtpRule{
 // lane-level reading must not pause the lane for one recipient, a
 // recipient reading must not destroy a good mail. Temporary, about the
 // recipient.
-var ambiguous = smtpRule{"smtp-ambiguous", transport.Temporary, recipient, nil}
+var ambiguous = smtpRule{"smtp-ambiguous", transport.Temporary, transport.ScopeRecipient, nil}
 
 // namesRecipient matches the words by which a reply rejects one recipient.
 var namesRecipient = regexp.MustCompile(`recipient address rejected|user unknown|unknown user|no such user|mailbox (unavailable|not found|full)`)
@@ -81,12 +82,89 @@ func decide(r *replyFacts) *smtpRule {
 		if !rule.match(r) {
 			continue
 		}
-		if rule.scope == lane && r.code >= 500 && namesRecipient.MatchString(r.low) {
+		if rule.kind == transport.Connection && r.code >= 500 && r.at != "MAIL" && namesRecipient.MatchString(r.low) {
 			return &ambiguous
 		}
 		return rule
 	}
 	panic("classify: the smtp-5xx rule matches every reply")
+}
+
+// evidence returns what a reply's codes and words show it is about:
+// ScopeRecipient, ScopeMessage or ScopeSender, and ScopeTransient when they
+// show none of these. The order matters: the enhanced code first, then
+// words about our sending IP and domain authentication (a block list's
+// name has "spam" in it), then the recipient's, then the message's. At
+// MAIL FROM nothing can be about the recipient: there is none yet.
+// final is false for a 4xx, where only the codes and the recipient's and
+// message's words count (a greylisting "client host" is not a reputation).
+func evidence(r *replyFacts, final bool) transport.Scope {
+	e := r.enh
+	mail := r.at == "MAIL"
+	switch {
+	case e.code == "":
+	case e.is(3, 4), e.subject == 6, e.is(2, 3):
+		return transport.ScopeMessage
+	case e.is(1, 7), e.is(1, 8), e.subject == 7 && e.detail >= 23 && e.detail <= 27:
+		return transport.ScopeSender
+	case mail:
+	case e.subject == 1, e.subject == 2, e.is(7, 13), e.is(4, 4):
+		return transport.ScopeRecipient
+	}
+	switch {
+	case mail && messageText.MatchString(r.low):
+		return transport.ScopeMessage
+	case mail && final:
+		return transport.ScopeSender
+	case mail:
+		return transport.ScopeTransient
+	case final && senderPolicyText.MatchString(r.low):
+		return transport.ScopeSender
+	case recipientText.MatchString(r.low) || (r.enh.subject == 4 && loopText.MatchString(r.low)):
+		return transport.ScopeRecipient
+	case messageText.MatchString(r.low):
+		return transport.ScopeMessage
+	case final && (policyText.MatchString(r.low) || (r.relay && relaySenderText.MatchString(r.low))):
+		return transport.ScopeSender
+	}
+	return transport.ScopeTransient
+}
+
+// senderPolicyText matches a reply about our sending IP's reputation or
+// our domain's authentication (SPF, DKIM, DMARC, reverse DNS): a block
+// list, "your IP", "client host ... blocked".
+var senderPolicyText = regexp.MustCompile(`\bspf\b|\bdkim\b|\bdmarc\b|sender is unauthenticated|not pass authentication|authentication checks|reverse dns|\bptr\b|blocked using|block ?list|black ?list|deny ?list|\bdnsbl\b|\brbl\b|spamhaus|spamcop|barracuda|sorbs|\breputation\b|your ip|sending ip|client host|\bip address\b|from this ip|(ip|host) \[?\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
+
+// policyText matches a reply that refuses on a policy of the receiver
+// without saying which part of the mail broke it: our sender's.
+var policyText = regexp.MustCompile(`\bpolic(y|ies)\b|not accepted from|prohibited|denied`)
+
+// relaySenderText matches what a relay's reply says about us as a sender:
+// our sender, our domain, our account.
+var relaySenderText = regexp.MustCompile(`sender|from address|mail from|envelope|domain|account|identity|\bfrom\b`)
+
+// messageText matches a reply about this message's content, size or form.
+var messageText = regexp.MustCompile(`message (size|length|too (big|large))|size (limit|exceed)|too (big|large)|exceeds? (the )?(maximum|max|size|fixed|limit)|virus|malware|infected|attachment|unsolicited|\bspam\b|content|malformed|header|bare lf|line (is )?too long|8-?bit|\bmime\b|message (is|was|has been) (blocked|rejected|refused)|bulk mail|phishing`)
+
+// loopText matches a mail loop or a route that cannot reach the recipient.
+var loopText = regexp.MustCompile(`hops|loop|unroutable|no route|unable to route|no mx|mx (record|lookup)`)
+
+// recipientPolicyText matches a recipient (a group, a mailbox) that
+// accepts mail only from some senders: Exchange's RESOLVER.RST.AuthRequired
+// ("the group accepts only authenticated senders"), "you are not allowed
+// to send mail to <addr>", "you may not have permission to post messages
+// to the group".
+var recipientPolicyText = regexp.MustCompile(`resolver\.rst\.|not (allowed|authori[sz]ed|permitted) to (send|post|e-?mail)( (e-?)?mail| messages?)? to\b|permission to (post|send)( messages?)? to|sendernotauthenticatedfor`)
+
+// recipientPolicy reports a 5xx (not at MAIL FROM) from a recipient that
+// accepts mail only from some senders, or Exchange's x.7.133-x.7.136
+// (the sender was not authenticated for this group, mailbox, public folder
+// or user).
+func recipientPolicy(r *replyFacts) bool {
+	if r.at == "MAIL" {
+		return false
+	}
+	return (r.enh.subject == 7 && r.enh.detail >= 133 && r.enh.detail <= 136) || recipientPolicyText.MatchString(r.low)
 }
 
 // accountPhrases name our own account's sending limits or state, never the
@@ -138,7 +216,12 @@ var authText = regexp.MustCompile(`authentication (is )?required|must authentica
 // x.7.57 and x.7.139).
 func authFailure(r *replyFacts) bool {
 	switch r.code {
-	case 525, 526, 530, 534, 535, 538:
+	case 525:
+		// RFC 4954's "525 5.7.13 User account disabled" answers AUTH (then
+		// smtp-at-auth decides); elsewhere a receiving server's x.7.13 is
+		// the recipient's account (recipientDisabled).
+		return !r.enh.is(7, 13)
+	case 526, 530, 534, 535, 538:
 		return true
 	}
 	e := r.enh
@@ -220,28 +303,16 @@ func mailboxFull(r *replyFacts) bool {
 // "OverQuotaTemp", "temporarily over quota", "try again later").
 var temporaryQuota = regexp.MustCompile(`temp|try again|later`)
 
-// transient matches 5xx texts that describe rate or frequency limits or
+// transientText matches 5xx texts that describe rate or frequency limits or
 // say the condition is temporary.
-var transient = regexp.MustCompile(`too many|throttl|try (again )?later|temporar|rate[ -]?limit|\brate\b.{0,20}\bexceeded|\bfrequency\b|(try again|retry) (in|after) \d`)
+var transientText = regexp.MustCompile(`too many|throttl|try (again )?later|temporar|rate[ -]?limit|\brate\b.{0,20}\bexceeded|\bfrequency\b|(try again|retry) (in|after) \d`)
 
 // passing reports a 5xx about a rate or a condition that passes. A mail
 // loop ("too many hops") does not pass.
 func passing(r *replyFacts) bool {
-	return transient.MatchString(r.low) && !strings.Contains(r.low, "hops") && !strings.Contains(r.low, "loop")
+	return transientText.MatchString(r.low) && !strings.Contains(r.low, "hops") && !strings.Contains(r.low, "loop")
 }
 
 // recipientText matches replies that name the recipient: its address, its
 // mailbox, its user.
 var recipientText = regexp.MustCompile(`recipient|mailbox|addressee|\buser\b|account that you tried|no such (user|address)|(does|dos) ?n[o']t (exist|have)|not exist|\brcpt\b|unknown (user|address)|invalid (user|address)|address rejected`)
-
-// aboutRecipient reports whether a reply concerns the recipient: an x.1.x
-// code other than the sender's x.1.7 and x.1.8, an x.2.x (mailbox) code,
-// x.7.13 from a receiving server, or a text naming the recipient, its
-// mailbox or its user.
-func aboutRecipient(r *replyFacts) bool {
-	e := r.enh
-	if e.code != "" && ((e.subject == 1 && e.detail != 7 && e.detail != 8) || e.subject == 2 || e.is(7, 13)) {
-		return true
-	}
-	return recipientText.MatchString(r.low)
-}

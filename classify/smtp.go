@@ -16,6 +16,11 @@ import (
 // follows the rules in the package documentation. An empty or unparsable
 // reply is Temporary with a Detail that says so.
 func SMTPReply(reply string) error {
+	return Session{}.SMTPReply(reply)
+}
+
+// SMTPReply is [SMTPReply] for a reply of this session.
+func (s Session) SMTPReply(reply string) error {
 	code, lines, ok := parseReply(reply)
 	if !ok {
 		if strings.TrimSpace(reply) == "" {
@@ -23,7 +28,7 @@ func SMTPReply(reply string) error {
 		}
 		return &transport.Error{Kind: transport.Temporary, Rule: "smtp-unparsable", Detail: cleanDetail("unparsable smtp reply: " + reply)}
 	}
-	return SMTP(code, "", strings.Join(lines, "\n"))
+	return s.SMTP(code, "", strings.Join(lines, "\n"))
 }
 
 // SMTP classifies an SMTP reply that a library has already split into its
@@ -31,8 +36,30 @@ func SMTPReply(reply string) error {
 // enhanced may be empty (it is then taken from the start of text, if there);
 // text may be empty or hold several lines separated by "\n" (as
 // net/textproto joins them). A code outside 200-599 is Temporary with a
-// Detail that says so.
+// Detail that says so. It knows nothing of the session the reply came
+// from; an adapter that does uses [Session.SMTP].
 func SMTP(code int, enhanced, text string) error {
+	return Session{}.SMTP(code, enhanced, text)
+}
+
+// Session is what an adapter knows of the SMTP session a reply came
+// from, for the rules that depend on it (see the package documentation).
+// The zero Session knows nothing.
+type Session struct {
+	// Relay reports that the lane submits through a relay (SMTP AUTH, a
+	// submission port, an ESP's SMTP endpoint) rather than delivering to
+	// the recipient's own mail server: a relay's words about a sender,
+	// domain, account or policy are about us.
+	Relay bool
+	// Command is the command the reply answered: "MAIL", "RCPT", "DATA"
+	// (its 354, or the reply after the terminator), "AUTH", "EHLO", ...;
+	// empty when unknown. A 5xx at MAIL FROM is about our sender (or the
+	// declared size); at AUTH about the lane.
+	Command string
+}
+
+// SMTP is [SMTP] for a reply of this session.
+func (s Session) SMTP(code int, enhanced, text string) error {
 	if code < 200 || code > 599 {
 		return &transport.Error{Kind: transport.Temporary, Rule: "smtp-invalid-code", Detail: cleanDetail("invalid smtp reply code " + strconv.Itoa(code) + ": " + text)}
 	}
@@ -52,14 +79,14 @@ func SMTP(code int, enhanced, text string) error {
 		lines[i] = l
 	}
 	full := strings.Join(lines, " ")
-	facts := replyFacts{code: code, enh: enh, low: strings.ToLower(full)}
+	facts := replyFacts{code: code, enh: enh, low: strings.ToLower(full), at: strings.ToUpper(s.Command), relay: s.Relay}
 	rule := decide(&facts)
 	return &transport.Error{
 		Kind:       rule.kind,
 		Code:       code,
 		Enhanced:   enh.code,
 		RetryAfter: textRetryAfter(full),
-		Recipient:  rule.recipient(&facts),
+		Scope:      rule.scopeOf(&facts),
 		Rule:       rule.name,
 		Detail:     cleanDetail(full),
 	}

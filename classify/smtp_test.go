@@ -37,8 +37,8 @@ var smtpReplies = []struct {
 	{"gmail 421 4.7.0 try again later", "421-4.7.0 Try again later, closing connection. (EHLO) d2si123-v6si.456 - gsmtp", want{temporary, 421, "4.7.0", 0, ""}},
 	{"gmail 421 4.7.28 rate limited", "421-4.7.28 [192.0.2.1] Our system has detected an unusual rate of unsolicited mail originating from your IP address. To protect our users from spam, mail sent from your IP address has been temporarily rate limited.", want{temporary, 421, "4.7.28", 0, ""}},
 	{"gmail 550 5.7.1 spam", "550-5.7.1 [192.0.2.1] Our system has detected that this message is likely unsolicited mail. To reduce the amount of spam sent to Gmail, this message has been blocked.", want{permanent, 550, "5.7.1", 0, ""}},
-	{"gmail 550 5.7.26 unauthenticated sender", "550-5.7.26 This mail has been blocked because the sender is unauthenticated. Gmail requires all senders to authenticate with either SPF or DKIM.", want{permanent, 550, "5.7.26", 0, ""}},
-	{"gmail 550 5.7.1 dmarc", "550 5.7.1 Unauthenticated email from example.com is not accepted due to domain's DMARC policy.", want{permanent, 550, "5.7.1", 0, ""}},
+	{"gmail 550 5.7.26 unauthenticated sender", "550-5.7.26 This mail has been blocked because the sender is unauthenticated. Gmail requires all senders to authenticate with either SPF or DKIM.", want{temporary, 550, "5.7.26", 0, ""}},
+	{"gmail 550 5.7.1 dmarc", "550 5.7.1 Unauthenticated email from example.com is not accepted due to domain's DMARC policy.", want{temporary, 550, "5.7.1", 0, ""}},
 	{"gmail 552 5.7.0 security issue", "552-5.7.0 This message was blocked because its content presents a potential security issue.", want{permanent, 552, "5.7.0", 0, ""}},
 	{"gmail 552 5.3.4 size", "552-5.3.4 Your message exceeded Google's message size limits.", want{permanent, 552, "5.3.4", 0, ""}},
 	{"gmail 530 5.7.0 auth required", "530-5.7.0 Authentication Required. Learn more at\r\n530 5.7.0  https://support.google.com/mail/?p=WantAuthError", want{connection, 530, "5.7.0", 0, "Authentication Required. Learn more at https://support.google.com/mail/?p=WantAuthError"}},
@@ -49,7 +49,7 @@ var smtpReplies = []struct {
 	// Outlook / Exchange Online.
 	{"outlook 550 5.5.0 mailbox unavailable", "550 5.5.0 Requested action not taken: mailbox unavailable (S2017062302). [DM6NAM11FT0.eop-nam11.prod.protection.outlook.com]", want{permanent, 550, "5.5.0", 0, ""}},
 	{"exchange 550 5.1.10 recipient not found", "550 5.1.10 RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup", want{permanent, 550, "5.1.10", 0, ""}},
-	{"outlook 550 5.7.1 block list", "550 5.7.1 Unfortunately, messages from [192.0.2.1] weren't sent. Please contact your Internet service provider since part of their network is on our block list (S3150).", want{permanent, 550, "5.7.1", 0, ""}},
+	{"outlook 550 5.7.1 block list", "550 5.7.1 Unfortunately, messages from [192.0.2.1] weren't sent. Please contact your Internet service provider since part of their network is on our block list (S3150).", want{temporary, 550, "5.7.1", 0, ""}},
 	{"outlook 451 4.7.500 server busy", "451 4.7.500 Server busy. Please try again later from [192.0.2.1]. (S77714) [AM4PR0.eurprd04.prod.outlook.com]", want{temporary, 451, "4.7.500", 0, ""}},
 	{"exchange 550 5.7.705 tenant threshold", "550 5.7.705 Access denied, tenant has exceeded threshold", want{connection, 550, "5.7.705", 0, ""}},
 	{"exchange 550 5.7.708 traffic not accepted", "550 5.7.708 Service unavailable. Access denied, traffic not accepted from this IP.", want{connection, 550, "5.7.708", 0, ""}},
@@ -64,7 +64,7 @@ var smtpReplies = []struct {
 	{"postfix 554 5.7.1 relay access denied", "554 5.7.1 <bob@example.org>: Relay access denied", want{connection, 554, "5.7.1", 0, "<bob@example.org>: Relay access denied"}},
 	{"postfix 550 5.1.1 user unknown", "550 5.1.1 <nobody@example.org>: Recipient address rejected: User unknown in local recipient table", want{permanent, 550, "5.1.1", 0, ""}},
 	{"postfix 450 4.1.8 sender domain", "450 4.1.8 <a@nonexistent.example>: Sender address rejected: Domain not found", want{temporary, 450, "4.1.8", 0, ""}},
-	{"postfix 554 5.7.1 spamhaus", "554 5.7.1 Service unavailable; Client host [192.0.2.1] blocked using zen.spamhaus.org; https://www.spamhaus.org/query/ip/192.0.2.1", want{permanent, 554, "5.7.1", 0, ""}},
+	{"postfix 554 5.7.1 spamhaus", "554 5.7.1 Service unavailable; Client host [192.0.2.1] blocked using zen.spamhaus.org; https://www.spamhaus.org/query/ip/192.0.2.1", want{temporary, 554, "5.7.1", 0, ""}},
 	{"postfix 552 5.3.4 size", "552 5.3.4 Message size exceeds fixed limit", want{permanent, 552, "5.3.4", 0, ""}},
 	{"postfix 535 5.7.8 auth failed", "535 5.7.8 Error: authentication failed: authentication failure", want{connection, 535, "5.7.8", 0, ""}},
 	{"postfix 530 5.7.0 starttls", "530 5.7.0 Must issue a STARTTLS command first", want{connection, 530, "5.7.0", 0, ""}},
@@ -86,9 +86,9 @@ var smtpReplies = []struct {
 
 	// Yahoo.
 	{"yahoo 421 deferred", "421 4.7.0 [TSS04] Messages from 192.0.2.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes", want{temporary, 421, "4.7.0", 0, ""}},
-	{"yahoo 554 5.7.9 policy", "554 5.7.9 Message not accepted for policy reasons.  See https://postmaster.yahooinc.com/error-codes", want{permanent, 554, "5.7.9", 0, ""}},
-	{"yahoo 553 5.7.2 permanently deferred", "553 5.7.2 [TSS09] All messages from 192.0.2.1 will be permanently deferred; Retrying will NOT succeed. See https://postmaster.yahooinc.com/error-codes", want{permanent, 553, "5.7.2", 0, ""}},
-	{"yahoo 554 invalid enhanced 6.6.0", "554 6.6.0 Error sending message for delivery.", want{permanent, 554, "", 0, "6.6.0 Error sending message for delivery."}},
+	{"yahoo 554 5.7.9 policy", "554 5.7.9 Message not accepted for policy reasons.  See https://postmaster.yahooinc.com/error-codes", want{temporary, 554, "5.7.9", 0, ""}},
+	{"yahoo 553 5.7.2 permanently deferred", "553 5.7.2 [TSS09] All messages from 192.0.2.1 will be permanently deferred; Retrying will NOT succeed. See https://postmaster.yahooinc.com/error-codes", want{temporary, 553, "5.7.2", 0, ""}},
+	{"yahoo 554 invalid enhanced 6.6.0", "554 6.6.0 Error sending message for delivery.", want{temporary, 554, "", 0, "6.6.0 Error sending message for delivery."}},
 
 	// The conformance suite's replies.
 	{"conformance 421", "421 4.7.0 Too many concurrent SMTP connections from this IP address; please try again later", want{temporary, 421, "4.7.0", 0, ""}},
@@ -124,15 +124,15 @@ var smtpReplies = []struct {
 	{"no hint in try again later", "421 4.7.0 try again later", want{temporary, 421, "4.7.0", 0, ""}},
 
 	// Enhanced codes: accepted and rejected shapes; class disagreement.
-	{"enhanced 9.9.9 rejected", "550 9.9.9 whatever", want{permanent, 550, "", 0, "9.9.9 whatever"}},
-	{"enhanced 5.1 rejected", "550 5.1 bad", want{permanent, 550, "", 0, "5.1 bad"}},
-	{"enhanced 5.1.1.1 rejected", "550 5.1.1.1 bad", want{permanent, 550, "", 0, "5.1.1.1 bad"}},
-	{"enhanced 5.1.1000 rejected", "550 5.1.1000 bad", want{permanent, 550, "", 0, "5.1.1000 bad"}},
-	{"enhanced glued to text rejected", "550 5.1.1bad", want{permanent, 550, "", 0, "5.1.1bad"}},
+	{"enhanced 9.9.9 rejected", "550 9.9.9 whatever", want{temporary, 550, "", 0, "9.9.9 whatever"}},
+	{"enhanced 5.1 rejected", "550 5.1 bad", want{temporary, 550, "", 0, "5.1 bad"}},
+	{"enhanced 5.1.1.1 rejected", "550 5.1.1.1 bad", want{temporary, 550, "", 0, "5.1.1.1 bad"}},
+	{"enhanced 5.1.1000 rejected", "550 5.1.1000 bad", want{temporary, 550, "", 0, "5.1.1000 bad"}},
+	{"enhanced glued to text rejected", "550 5.1.1bad", want{temporary, 550, "", 0, "5.1.1bad"}},
 	{"enhanced alone", "550 5.1.1", want{permanent, 550, "5.1.1", 0, ""}},
 	{"basic 550 governs enhanced 4.2.1", "550 4.2.1 Mailbox busy", want{permanent, 550, "4.2.1", 0, ""}},
 	{"basic 451 governs enhanced 5.7.1", "451 5.7.1 Rejected by policy", want{temporary, 451, "5.7.1", 0, ""}},
-	{"bare 550", "550", want{permanent, 550, "", 0, ""}},
+	{"bare 550", "550", want{temporary, 550, "", 0, ""}},
 	{"hyphen continuation without code", "550-5.1.1 first line\r\n   second line", want{permanent, 550, "5.1.1", 0, "first line second line"}},
 
 	// Detail is one clean short line.

@@ -61,6 +61,7 @@ const DefaultDatabase = "sqlite:mailspool.db"
 //	text        = "quota.*tomorrow"
 //	kind        = "temporary"
 //	retry_after = "24h"
+//	scope       = "recipient"   # optional: recipient, message, sender, transient, lane
 //
 // Secrets belong in the environment: MAILSPOOL_DATABASE replaces database,
 // MAILSPOOL_LANE_<NAME>_TRANSPORT replaces a lane's transport (NAME upper
@@ -108,6 +109,7 @@ type ruleConfig struct {
 	Text       string `toml:"text"`
 	Error      string `toml:"error"`
 	Kind       string `toml:"kind"`
+	Scope      string `toml:"scope"`
 	RetryAfter string `toml:"retry_after"`
 }
 
@@ -343,6 +345,13 @@ func buildRules(rcs []ruleConfig) (*classify.Rules, error) {
 			return nil, fmt.Errorf("rule %s: kind %q: want temporary, permanent or connection", name, rc.Kind)
 		}
 		r := classify.Rule{Name: rc.Name, Code: rc.Code, Enhanced: rc.Enhanced, Text: rc.Text, Error: rc.Error, Kind: kind}
+		if rc.Scope != "" {
+			scope, err := transport.ParseScope(rc.Scope)
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: scope %q: want recipient, message, sender, transient or lane", name, rc.Scope)
+			}
+			r.Scope = &scope
+		}
 		var err error
 		if rc.RetryAfter != "" {
 			if r.RetryAfter, err = duration.Positive(rc.RetryAfter); err != nil {

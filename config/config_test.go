@@ -149,11 +149,22 @@ retry_after = "1d"
 name  = "ses-param"
 error = "InvalidParameterValue"
 kind  = "connection"
+
+[[lanes.tx.rules]]
+name  = "acme-blocks-us"
+code  = 550
+text  = "acme policy"
+kind  = "temporary"
+scope = "sender"
 `)
 	cfg, err := config.Load(path, "")
 	require.NoError(t, err)
 	rules := cfg.Lanes[0].Rules
-	require.Equal(t, 2, rules.Len())
+	require.Equal(t, 3, rules.Len())
+	d0 := classify.Explain(rules.Apply(classify.SMTPReply("550 5.1.1 refused by acme policy")))
+	assert.Equal(t, transport.Temporary, d0.Kind)
+	assert.Equal(t, transport.ScopeSender, d0.Scope, "the rule sets the scope")
+	assert.Equal(t, "operator:acme-blocks-us", d0.Rule)
 	d := classify.Explain(rules.Apply(classify.SMTPReply("552 5.2.2 Mailbox quota exceeded, cleared tomorrow")))
 	assert.Equal(t, transport.Temporary, d.Kind)
 	assert.Equal(t, 24*time.Hour, d.RetryAfter)
@@ -172,6 +183,8 @@ kind  = "connection"
 		"[[lanes.tx.rules]]\nname = \"any\"\nkind = \"permanent\"\n":                                                                               "config: lanes.tx.rules: rule any: no condition",
 		"[[lanes.tx.rules]]\ncode = 550\nkind = \"permanent\"\n":                                                                                   "config: lanes.tx.rules: rule #1: name",
 		"[[lanes.tx.rules]]\nname = \"a\"\ncode = 550\nkind = \"permanent\"\n[[lanes.tx.rules]]\nname = \"a\"\ncode = 551\nkind = \"permanent\"\n": "config: lanes.tx.rules: rule a: the name is used twice",
+		"[[lanes.tx.rules]]\nname = \"s\"\ncode = 550\nkind = \"temporary\"\nscope = \"everyone\"\n":                                               `config: lanes.tx.rules: rule s: scope "everyone": want recipient, message, sender, transient or lane`,
+		"[[lanes.tx.rules]]\nname = \"p\"\ncode = 550\nkind = \"permanent\"\nscope = \"sender\"\n":                                                 "config: lanes.tx.rules: rule p: scope sender: a permanent rule needs recipient or message scope",
 		"[[lanes.tx.rules]]\nnmae = \"typo\"\n":                                                                                                    "unknown key lanes.tx.rules.nmae",
 	} {
 		_, err := config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\"\n"+content), "")

@@ -29,6 +29,7 @@ type Metrics struct {
 	sends        *prometheus.CounterVec
 	sendDuration *prometheus.HistogramVec
 	latency      *prometheus.HistogramVec
+	failures     *prometheus.CounterVec
 	outcomes     *prometheus.CounterVec
 	claims       *prometheus.CounterVec
 	claimErrors  *prometheus.CounterVec
@@ -76,6 +77,7 @@ func New(opts *Options) *Metrics {
 			Name: "mailspool_delivery_latency_seconds", Help: "Time from enqueue to the provider's acceptance, for sent mail.",
 			Buckets: LatencyBuckets,
 		}, []string{"lane"}),
+		failures:    counter("failures_total", "Failed delivery attempts by lane, outcome kind, scope (recipient, message, sender, transient, lane) and the classification rule that decided them.", "lane", "kind", "scope", "rule"),
 		outcomes:    counter("outcomes_total", "Rows whose next state the worker decided, by that state (sent, retry, failed).", "lane", "status"),
 		claims:      counter("claims_total", "Turns of the claim loop, including those that found nothing due.", "lane"),
 		claimErrors: counter("claim_errors_total", "Claims that failed with a database error.", "lane"),
@@ -139,6 +141,9 @@ func (m *Metrics) Lane(q *queue.Queue, transportURL string) (*queue.Observer, er
 				return
 			}
 			m.sends.WithLabelValues(e.Lane, scheme, e.Kind).Inc()
+			if e.Status != queue.StatusSent {
+				m.failures.WithLabelValues(e.Lane, e.Kind, e.Scope, e.Rule).Inc()
+			}
 			m.sendDuration.WithLabelValues(e.Lane, scheme).Observe(e.SendDuration.Seconds())
 			if e.Status == queue.StatusSent && !e.Enqueued.IsZero() {
 				m.latency.WithLabelValues(e.Lane).Observe(max(time.Since(e.Enqueued).Seconds(), 0))
@@ -169,7 +174,7 @@ func schemeOf(rawURL string) string {
 }
 
 func (m *Metrics) vectors() []prometheus.Collector {
-	return []prometheus.Collector{m.sends, m.sendDuration, m.latency, m.outcomes, m.claims, m.claimErrors, m.claimed,
+	return []prometheus.Collector{m.sends, m.failures, m.sendDuration, m.latency, m.outcomes, m.claims, m.claimErrors, m.claimed,
 		m.rescued, m.fenced, m.deadlocks, m.cleanupRows, m.breakerOpen}
 }
 

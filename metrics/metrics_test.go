@@ -139,7 +139,9 @@ func TestMetricsParseAndMatchTheDocumentedNames(t *testing.T) {
 	obs.OutcomeFunc(queue.OutcomeEvent{Lane: lane, ID: 1, Status: queue.StatusSent, Kind: "sent", Sent: true,
 		SendDuration: 40 * time.Millisecond, Enqueued: time.Now().Add(-90 * time.Second), Domain: "customer.example"})
 	obs.OutcomeFunc(queue.OutcomeEvent{Lane: lane, ID: 2, Status: queue.StatusFailed, Kind: "permanent", Sent: true,
-		Code: 550, Enhanced: "5.1.1", Domain: "customer.example"})
+		Code: 550, Enhanced: "5.1.1", Scope: "recipient", Rule: "smtp-recipient", Domain: "customer.example"})
+	obs.OutcomeFunc(queue.OutcomeEvent{Lane: lane, ID: 4, Status: queue.StatusRetry, Kind: "temporary", Sent: true,
+		Code: 554, Enhanced: "5.7.1", Scope: "sender", Rule: "smtp-sender-policy", Domain: "customer.example"})
 	obs.OutcomeFunc(queue.OutcomeEvent{Lane: lane, ID: 3, Status: queue.StatusFailed, Kind: "expired"})
 	obs.RescueFunc(queue.RescueEvent{Lane: lane, Rows: 2})
 	obs.FencedFunc(queue.FencedEvent{Lane: lane, Rows: 1})
@@ -169,7 +171,10 @@ func TestMetricsParseAndMatchTheDocumentedNames(t *testing.T) {
 	assert.Equal(t, 1.0, value(t, families["mailspool_sends_total"], map[string]string{"lane": lane, "transport": "smtp", "kind": "sent"}))
 	assert.Equal(t, 1.0, value(t, families["mailspool_sends_total"], with("kind", "permanent")))
 	assert.Equal(t, 0.0, value(t, families["mailspool_sends_total"], with("kind", "connection")), "series exist before their first event")
-	assert.Equal(t, 2.0, value(t, families["mailspool_send_duration_seconds"], l), "expired rows were not sent")
+	assert.Equal(t, 3.0, value(t, families["mailspool_send_duration_seconds"], l), "expired rows were not sent")
+	assert.Equal(t, 1.0, value(t, families["mailspool_failures_total"], map[string]string{"lane": lane, "kind": "permanent", "scope": "recipient", "rule": "smtp-recipient"}))
+	assert.Equal(t, 1.0, value(t, families["mailspool_failures_total"], map[string]string{"lane": lane, "kind": "temporary", "scope": "sender", "rule": "smtp-sender-policy"}),
+		"a retried 5xx is counted by its rule: the operator's count of burned retries")
 	assert.Equal(t, 1.0, value(t, families["mailspool_delivery_latency_seconds"], l))
 	assert.Equal(t, 2.0, value(t, families["mailspool_outcomes_total"], with("status", "failed")))
 	assert.Equal(t, 2.0, value(t, families["mailspool_claims_total"], l))

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"errors"
 	"sync"
 	"time"
 
@@ -23,17 +22,13 @@ type breaker struct {
 	probe  bool // the pause is over: claim one mail to probe
 }
 
-// laneFailure reports whether a send's error (of kind, its KindOf) is a lane-level failure, the
-// only kind that feeds the breaker: a Connection failure (no reply at all,
-// TLS, authentication, our own account) that does not concern one
-// recipient. A reply about one recipient is an answer from a working
-// provider, whatever kind it was given.
+// laneFailure reports whether a send's error (of kind, its KindOf) is a
+// lane-level failure, the only kind that feeds the breaker: a Connection
+// failure of lane scope (no reply at all, TLS, DNS, authentication). A
+// reply about one recipient, one message or our sender is an answer from
+// a working provider, whatever kind it was given.
 func laneFailure(kind transport.Kind, err error) bool {
-	if kind != transport.Connection {
-		return false
-	}
-	var te *transport.Error
-	return !errors.As(err, &te) || !te.Recipient
+	return kind == transport.Connection && transport.ScopeOf(err) == transport.ScopeLane
 }
 
 // record notes one outcome, lane-level failure or not (see laneFailure),

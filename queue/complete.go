@@ -111,6 +111,7 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 	setCase("last_code", failure, func(u *rowUpdate) any { return u.lastCode })
 	setCase("last_error", failure, func(u *rowUpdate) any { return u.lastError })
 	setCase("last_rule", failure, func(u *rowUpdate) any { return u.lastRule })
+	setCase("last_scope", failure, func(u *rowUpdate) any { return u.lastScope })
 
 	b.WriteString(` WHERE id IN (` + placeholders(len(ups)) + `) AND ` + statusIs(StatusSending) + ` AND ` + fence)
 	for _, u := range ups {
@@ -143,8 +144,8 @@ func (q *Queue) writeEach(ctx context.Context, db execer, ups []rowUpdate, fence
 				set += `, sent_at = ?, provider_id = ?`
 				args = append(args, u.sentAt, u.providerID)
 			} else {
-				set += `, last_code = ?, last_error = ?, last_rule = ?`
-				args = append(args, u.lastCode, u.lastError, u.lastRule)
+				set += `, last_code = ?, last_error = ?, last_rule = ?, last_scope = ?`
+				args = append(args, u.lastCode, u.lastError, u.lastRule, u.lastScope)
 			}
 		}
 		args = append(append(args, u.id), fenceArgs...)

@@ -32,9 +32,14 @@ type Row struct {
 	// LastKind is the last outcome: sent, temporary, permanent, connection,
 	// expired (the not-after deadline passed), poison (its worker died on it
 	// every time) or cancelled (by an operator).
-	LastKind       string `json:"last_kind,omitempty"`
-	LastCode       int    `json:"last_code,omitempty"`
-	LastRule       string `json:"last_rule,omitempty"` // the classification rule that decided the last failure
+	LastKind string `json:"last_kind,omitempty"`
+	LastCode int    `json:"last_code,omitempty"`
+	LastRule string `json:"last_rule,omitempty"` // the classification rule that decided the last failure
+	// LastScope is what the last failure was about: recipient, message,
+	// sender, transient or lane (see transport.Scope); empty for a row
+	// settled without a reply (expired, poison, cancelled) or failed
+	// before the column existed.
+	LastScope      string `json:"last_scope,omitempty"`
 	LastError      string `json:"last_error,omitempty"`
 	MaybeDelivered bool   `json:"maybe_delivered,omitempty"`
 	// Crashes counts the leases that expired while the mail was sending:
@@ -56,7 +61,7 @@ type Row struct {
 
 // rowColumns are read for a Row, in scanRow's order; no body.
 const rowColumns = `id, status, attempts, max_attempts, from_addr, to_addr, subject, template, message_id,
-  provider_id, last_kind, last_code, last_rule, last_error, maybe_delivered, crashes, history, created_at, next_run, sent_at, not_after`
+  provider_id, last_kind, last_code, last_rule, last_scope, last_error, maybe_delivered, crashes, history, created_at, next_run, sent_at, not_after`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -66,7 +71,7 @@ func scanRow(sc scanner) (Row, error) {
 	var history string
 	var created, next, sent, notAfter int64
 	if err := sc.Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &r.From, &r.To, &r.Subject, &r.Template, &r.MessageID,
-		&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastRule, &r.LastError, &maybe, &r.Crashes, &history, &created, &next, &sent, &notAfter); err != nil {
+		&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastRule, &r.LastScope, &r.LastError, &maybe, &r.Crashes, &history, &created, &next, &sent, &notAfter); err != nil {
 		return Row{}, err
 	}
 	r.Status = StatusName(status)

@@ -29,7 +29,7 @@ func (w *Worker) observer() *Observer {
 // line names the recipient's domain, never the address.
 func (w *Worker) observeOutcome(j *job, u rowUpdate, kind string, sendErr error, sent bool, took time.Duration) {
 	ev := OutcomeEvent{
-		Lane: w.q.lane.Name, ID: j.id, Status: u.status, Kind: kind, Code: u.lastCode,
+		Lane: w.q.lane.Name, ID: j.id, Status: u.status, Kind: kind, Code: u.lastCode, Scope: u.lastScope, Rule: u.lastRule,
 		Domain: domainOf(j.msg.To.Address), ProviderID: u.providerID, Attempts: u.attempts,
 		Sent: sent, SendDuration: took, Error: redactAddresses(u.lastError),
 	}
@@ -51,7 +51,7 @@ func (w *Worker) observeOutcome(j *job, u rowUpdate, kind string, sendErr error,
 		if ev.Status == StatusSent {
 			w.log.Debug("mail sent", append(attrs, "provider_id", ev.ProviderID, "took", took)...)
 		} else {
-			w.log.Info("mail not sent", append(attrs, "code", ev.Code, "enhanced", ev.Enhanced, "provider_id", ev.ProviderID,
+			w.log.Info("mail not sent", append(attrs, "code", ev.Code, "enhanced", ev.Enhanced, "scope", ev.Scope, "rule", ev.Rule, "provider_id", ev.ProviderID,
 				"maybe_delivered", u.maybeDelivered, "error", ev.Error)...)
 		}
 	}

@@ -31,7 +31,7 @@ func TestWorkerObserverAndOutcomeLog(t *testing.T) {
 		clock.Advance(2 * time.Minute)
 		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 			if m.To.Address == "bob@example.org" {
-				return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1", Detail: "<bob@example.org>: no such user"}
+				return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Rule: "smtp-recipient", Code: 550, Enhanced: "5.1.1", Detail: "<bob@example.org>: no such user"}
 			}
 			return transport.Receipt{MessageID: "prov-1"}, nil
 		})
@@ -69,7 +69,7 @@ func TestWorkerObserverAndOutcomeLog(t *testing.T) {
 		assert.WithinDuration(t, clock.Now().Add(-2*time.Minute), o.Enqueued, time.Second, "the enqueue time, for the latency")
 		o = outcomes[bounced]
 		assert.Equal(t, OutcomeEvent{Lane: "tx", ID: bounced, Status: StatusFailed, Kind: "permanent", Code: 550, Enhanced: "5.1.1",
-			Domain: "example.org", Attempts: 1, Sent: true, SendDuration: o.SendDuration, Enqueued: o.Enqueued,
+			Scope: "recipient", Rule: "smtp-recipient", Domain: "example.org", Attempts: 1, Sent: true, SendDuration: o.SendDuration, Enqueued: o.Enqueued,
 			Error: "permanent: 550 5.1.1 <*@example.org>: no such user"}, o)
 		o = outcomes[late]
 		assert.Equal(t, "expired", o.Kind)
@@ -92,6 +92,8 @@ func TestWorkerObserverAndOutcomeLog(t *testing.T) {
 		assert.Equal(t, "permanent", b["kind"])
 		assert.Equal(t, 550.0, b["code"])
 		assert.Equal(t, "5.1.1", b["enhanced"])
+		assert.Equal(t, "recipient", b["scope"])
+		assert.Equal(t, "smtp-recipient", b["rule"])
 		assert.Equal(t, "example.org", b["domain"])
 		assert.Equal(t, "failed", b["status"])
 		assert.Equal(t, "INFO", byID[float64(late)]["level"])

@@ -64,6 +64,12 @@ type OutcomeEvent struct {
 	// status) and RFC 3463 enhanced code, when it gave them.
 	Code     int
 	Enhanced string
+	// Scope is what a failed send was about ("recipient", "message",
+	// "sender", "transient", "lane"; transport.Scope's name), "" when
+	// sent or settled without a send.
+	Scope string
+	// Rule is the classification rule that decided a failed send.
+	Rule string
 	// Domain is the recipient's domain, lower case; never the address.
 	Domain string
 	// ProviderID is the provider's message id of a sent mail.

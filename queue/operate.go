@@ -38,7 +38,7 @@ var retryAction = action{
 var cancelAction = action{
 	name:  "cancel",
 	from:  map[int]bool{StatusPending: true, StatusRetry: true},
-	set:   `status = 4, next_run = ?, last_kind = ?, last_code = 0, last_rule = '', last_error = ?`,
+	set:   `status = 4, next_run = ?, last_kind = ?, last_code = 0, last_rule = '', last_scope = '', last_error = ?`,
 	extra: []any{kindCancelled, "cancelled by an operator"},
 }
 

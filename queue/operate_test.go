@@ -344,7 +344,7 @@ func TestWorkerObeysPause(t *testing.T) {
 		var failing atomic.Bool
 		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 			if failing.Load() {
-				return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Err: errors.New("dial tcp: connection refused")}
+				return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Err: errors.New("dial tcp: connection refused")}
 			}
 			return transport.Receipt{MessageID: m.MessageID}, nil
 		})

@@ -263,6 +263,14 @@ var migrations = []migration{{
   headers   TEXT NOT NULL
 )`,
 		`ALTER TABLE %[1]s ADD COLUMN body_id INTEGER NOT NULL DEFAULT 0`},
+}, {
+	// Version 9: last_scope says what the last failure was about
+	// (transport.Scope's name: recipient, message, sender, transient,
+	// lane), beside the rule that decided it.
+	version:    9,
+	addsColumn: "last_scope",
+	mysql:      []string{`ALTER TABLE %[1]s ADD COLUMN last_scope VARCHAR(16) CHARACTER SET ascii NOT NULL DEFAULT '' AFTER last_rule`},
+	sqlite:     []string{`ALTER TABLE %[1]s ADD COLUMN last_scope TEXT NOT NULL DEFAULT ''`},
 }}
 
 // SchemaVersion is the schema version Migrate brings a lane table to.

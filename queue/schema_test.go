@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
 // TestCompletionColumnsAreFixedWidth checks that every column a claim or a
@@ -70,6 +72,49 @@ func TestMigrateAddsLastRule(t *testing.T) {
 
 		// Interrupted after the ALTER, before the version was recorded.
 		_, err = s.db.ExecContext(ctx, `UPDATE `+d.quote(schemaTable)+` SET version = 1 WHERE tbl = ?`, DefaultTable)
+		require.NoError(t, err)
+		require.NoError(t, Migrate(ctx, s.db))
+		require.NoError(t, CheckSchema(ctx, s.db, DefaultTable))
+	})
+}
+
+// TestMigrateAddsLastScope upgrades a table made before last_scope
+// existed (version 8): the column comes empty, and outcomes write it.
+func TestMigrateAddsLastScope(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		d, err := detectDialect(ctx, s.db)
+		require.NoError(t, err)
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+		enqueueN(t, q, 1)
+		_, err = s.db.ExecContext(ctx, `ALTER TABLE `+d.quote(DefaultTable)+` DROP COLUMN last_scope`)
+		require.NoError(t, err)
+		_, err = s.db.ExecContext(ctx, `UPDATE `+d.quote(schemaTable)+` SET version = 8 WHERE tbl = ?`, DefaultTable)
+		require.NoError(t, err)
+		require.ErrorContains(t, CheckSchema(ctx, s.db, DefaultTable), "run 'mailspool migrate'")
+
+		require.NoError(t, Migrate(ctx, s.db))
+		require.NoError(t, CheckSchema(ctx, s.db, DefaultTable))
+		require.Equal(t, 1, countRows(t, s.db, DefaultTable, "last_scope = ''"), "a row from before has no scope")
+
+		tr := newFuncTransport(func(context.Context, *transport.Message) (transport.Receipt, error) {
+			return transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Scope: transport.ScopeSender, Code: 554, Rule: "smtp-sender-policy", Detail: "blocked using zen.spamhaus.org"}
+		})
+		w, err := NewWorker(q, tr, &WorkerOptions{Batch: 1, Concurrency: 1, Logger: quietLogger()})
+		require.NoError(t, err)
+		got, err := oneBatch(ctx, w, 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, got)
+		row, err := q.Row(ctx, 1)
+		require.NoError(t, err)
+		assert.Equal(t, "retry", row.Status)
+		assert.Equal(t, "sender", row.LastScope)
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, st.SenderScope, "a mail held up by our sender")
+
+		// Interrupted after the ALTER, before the version was recorded.
+		_, err = s.db.ExecContext(ctx, `UPDATE `+d.quote(schemaTable)+` SET version = 8 WHERE tbl = ?`, DefaultTable)
 		require.NoError(t, err)
 		require.NoError(t, Migrate(ctx, s.db))
 		require.NoError(t, CheckSchema(ctx, s.db, DefaultTable))

@@ -64,6 +64,10 @@ const maxLastError = 512
 // maxLastRule is the size of the last_rule column.
 const maxLastRule = 80
 
+// maxLastScope is the size of the last_scope column: the longest scope
+// name ("recipient", "transient") with room for names yet to come.
+const maxLastScope = 16
+
 // job is one claimed row: what a worker sends and the lease it holds.
 type job struct {
 	id             int64
@@ -92,6 +96,7 @@ type rowUpdate struct {
 	lastKind   string
 	lastCode   int
 	lastRule   string // the classification rule that decided the failure
+	lastScope  string // what the failure was about (transport.Scope's name)
 	lastError  string
 	sentAt     int64 // unix ms, 0 unless sent
 	providerID string
@@ -158,7 +163,7 @@ func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 
 // failed makes u a failure with kind and text as its outcome.
 func (u rowUpdate) failed(kind, text string) rowUpdate {
-	u.status, u.hasOutcome, u.lastKind, u.lastCode, u.lastRule, u.lastError = StatusFailed, true, kind, 0, "", textclip.Prefix(text, maxLastError)
+	u.status, u.hasOutcome, u.lastKind, u.lastCode, u.lastRule, u.lastScope, u.lastError = StatusFailed, true, kind, 0, "", "", textclip.Prefix(text, maxLastError)
 	return u
 }
 
@@ -174,6 +179,7 @@ func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
 	u.lastError = lastError(r.err)
 	var te *transport.Error
 	var retryAfter time.Duration
+	u.lastScope = textclip.Prefix(transport.ScopeOf(r.err).String(), maxLastScope)
 	if errors.As(r.err, &te) {
 		u.lastCode, u.lastRule = te.Code, textclip.Prefix(te.Rule, maxLastRule)
 		u.maybeDelivered = u.maybeDelivered || te.MaybeDelivered

@@ -87,7 +87,7 @@ func TestOutcomeRetryAfterAndMaybeDelivered(t *testing.T) {
 func TestOutcomeConnectionSpendsNoAttemptInAnOutage(t *testing.T) {
 	p := defaultPolicy(t)
 	now := time.Now()
-	conn := &transport.Error{Kind: transport.Connection, Detail: "connection refused"}
+	conn := &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Detail: "connection refused"}
 	for streak, base := range []time.Duration{5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 2 * time.Hour} {
 		u := answered(p, &job{attempts: 4, maxAttempts: 5}, transport.Receipt{}, conn, now, streak+1)
 		require.Equal(t, StatusRetry, u.status)

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
 // StuckAfter is how far past its lease a sending row must be to count as
@@ -27,6 +29,12 @@ type Stats struct {
 	// Stuck counts sending rows whose lease ended more than StuckAfter ago:
 	// a worker died or hangs on them, and no live worker has taken them over.
 	Stuck int64 `json:"stuck_in_sending"`
+	// SenderScope counts the mail held up by our sender: rows waiting on a
+	// retry, and rows that failed in the last hour, whose last failure was
+	// of sender scope (the provider refused our account, sending domain,
+	// envelope sender or IP). Such failures repeat for every mail until an
+	// operator acts; they raise the lane's "sender" alert.
+	SenderScope int64 `json:"sender_scope"`
 	// OldestDue is how long the most overdue pending or retry row has been
 	// due without being claimed: 0 while workers keep up, growing when they
 	// do not (or none runs).
@@ -38,6 +46,8 @@ type Stats struct {
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	now := q.clock.Now()
 	var s Stats
+	var senderRetry, senderFailed int64
+	sender := transport.ScopeSender.String()
 	counts := []struct {
 		dst   *int64
 		where string
@@ -49,6 +59,8 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		{&s.SentLastHour, statusIs(StatusSent) + " AND next_run > ?", []any{now.Add(-time.Hour).UnixMilli()}},
 		{&s.FailedLastHour, statusIs(StatusFailed) + " AND next_run > ? AND last_kind <> ?", []any{now.Add(-time.Hour).UnixMilli(), kindCancelled}},
 		{&s.Stuck, statusIs(StatusSending) + " AND next_run < ?", []any{now.Add(-StuckAfter).UnixMilli()}},
+		{&senderRetry, statusIs(StatusRetry) + " AND last_scope = ?", []any{sender}},
+		{&senderFailed, statusIs(StatusFailed) + " AND next_run > ? AND last_scope = ?", []any{now.Add(-time.Hour).UnixMilli(), sender}},
 	}
 	for _, c := range counts {
 		err := q.db.QueryRowContext(ctx, q.d.bounded(`SELECT COUNT(*) FROM `+q.table+` WHERE `+c.where), c.args...).Scan(c.dst)
@@ -69,6 +81,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		s.OldestDue = max(s.OldestDue, now.Sub(time.UnixMilli(due)))
 	}
 	s.Backlog = s.Pending + s.Retry + s.Sending
+	s.SenderScope = senderRetry + senderFailed
 	if done := s.SentLastHour + s.FailedLastHour; done > 0 {
 		s.FailureRate = float64(s.FailedLastHour) / float64(done)
 	}

@@ -83,7 +83,7 @@ func TestSendNow(t *testing.T) {
 		called = time.Now()
 		deadline, _ = ctx.Deadline()
 		<-ctx.Done()
-		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Detail: "timeout", Err: ctx.Err()}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Detail: "timeout", Err: ctx.Err()}
 	})
 	// Each deadline is checked against the times read just before and
 	// after it was set, not against a tolerance a loaded machine could

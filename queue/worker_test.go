@@ -344,7 +344,7 @@ func TestBreakerPausesTheLaneWithoutBurningAttempts(t *testing.T) {
 		down.Store(true)
 		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 			if down.Load() {
-				return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Detail: "connection refused"}
+				return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Detail: "connection refused"}
 			}
 			return transport.Receipt{MessageID: m.MessageID}, nil
 		})
@@ -404,7 +404,7 @@ func TestRecipientRejectionsNeverOpenTheBreaker(t *testing.T) {
 		// 20 replies in a row about one recipient each, all of them given
 		// the kind that feeds the breaker (as an operator's rule may).
 		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
-			return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Code: 550, Enhanced: "5.2.1", Recipient: true,
+			return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Code: 550, Enhanced: "5.2.1", Scope: transport.ScopeRecipient,
 				Rule: "operator:disabled-is-ours", Detail: "The email account that you tried to reach is disabled."}
 		})
 		w, err := NewWorker(q, tr, &WorkerOptions{Batch: 20, Concurrency: 1, Logger: quietLogger()})
@@ -422,10 +422,11 @@ func TestRecipientRejectionsNeverOpenTheBreaker(t *testing.T) {
 		row, err := q.Row(ctx, 1)
 		require.NoError(t, err)
 		assert.Equal(t, "operator:disabled-is-ours", row.LastRule, "the rule that decided is stored with the row")
+		assert.Equal(t, "recipient", row.LastScope, "and the scope")
 
 		// A lane-level failure still counts: three in a row open it.
 		for range 3 {
-			streak, _ := w.brk.record(isLaneFailure(&transport.Error{Kind: transport.Connection, Code: 535, Detail: "authentication failed"}), clock.Now())
+			streak, _ := w.brk.record(isLaneFailure(&transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Code: 535, Detail: "authentication failed"}), clock.Now())
 			require.Positive(t, streak)
 		}
 		pause, _ = w.brk.state(clock.Now(), 20)
@@ -434,9 +435,13 @@ func TestRecipientRejectionsNeverOpenTheBreaker(t *testing.T) {
 }
 
 func TestLaneFailure(t *testing.T) {
-	assert.True(t, isLaneFailure(&transport.Error{Kind: transport.Connection, Detail: "connection refused"}))
-	assert.True(t, isLaneFailure(fmt.Errorf("wrapped: %w", &transport.Error{Kind: transport.Connection, Code: 535})))
-	assert.False(t, isLaneFailure(&transport.Error{Kind: transport.Connection, Code: 550, Recipient: true}))
+	assert.True(t, isLaneFailure(&transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Detail: "connection refused"}))
+	assert.True(t, isLaneFailure(fmt.Errorf("wrapped: %w", &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Code: 535})))
+	assert.False(t, isLaneFailure(&transport.Error{Kind: transport.Connection, Code: 550, Scope: transport.ScopeRecipient}))
+	// Our sender or account refused: the lane's alert, not its breaker.
+	assert.False(t, isLaneFailure(&transport.Error{Kind: transport.Connection, Code: 550, Scope: transport.ScopeSender}))
+	assert.False(t, isLaneFailure(&transport.Error{Kind: transport.Connection, Code: 550, Scope: transport.ScopeMessage}))
+	assert.False(t, isLaneFailure(&transport.Error{Kind: transport.Connection, Scope: transport.ScopeTransient}))
 	assert.False(t, isLaneFailure(&transport.Error{Kind: transport.Permanent, Code: 550}))
 	assert.False(t, isLaneFailure(nil))
 	assert.False(t, isLaneFailure(io.EOF), "an unclassified error is Temporary")

@@ -44,6 +44,68 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// Scope is what a classified failure is about. Scopes are stored by name
+// (see [Scope.String]), never by number, so the list may only grow.
+//
+// A Permanent failure needs evidence about the recipient or the message:
+// a failure of any other scope is retried (and, for ScopeSender, alerted
+// on), never dropped at once.
+//
+// The zero Scope is ScopeTransient, as the zero Kind is Temporary.
+type Scope uint8
+
+const (
+	// ScopeTransient is about now: greylisting, a rate, a busy server, an
+	// unknown error. It is the zero Scope.
+	ScopeTransient Scope = iota
+	// ScopeRecipient is about this address: no such user, a disabled
+	// mailbox, a domain without a mail server, a full mailbox when final.
+	ScopeRecipient
+	// ScopeMessage is about this content: too large, malformed, a virus,
+	// a content policy that rejects this message.
+	ScopeMessage
+	// ScopeSender is about us as a sender: our account, sending domain,
+	// envelope sender, relay policy or IP reputation. Every mail of the
+	// lane likely fails alike until an operator acts: it raises the lane's
+	// alert.
+	ScopeSender
+	// ScopeLane is about the connection or the provider as a whole:
+	// refused, DNS, TLS, authentication. It feeds the lane's breaker.
+	ScopeLane
+)
+
+var scopeNames = [...]string{ScopeTransient: "transient", ScopeRecipient: "recipient", ScopeMessage: "message", ScopeSender: "sender", ScopeLane: "lane"}
+
+// String returns the stored name of s: "transient", "recipient",
+// "message", "sender" or "lane".
+func (s Scope) String() string {
+	if int(s) < len(scopeNames) {
+		return scopeNames[s]
+	}
+	return "scope(" + strconv.Itoa(int(s)) + ")"
+}
+
+// ParseScope returns the Scope whose stored name is name.
+func ParseScope(name string) (Scope, error) {
+	for s, n := range scopeNames {
+		if n == name {
+			return Scope(s), nil
+		}
+	}
+	return 0, errors.New("transport: unknown scope " + strconv.Quote(name) + " (want recipient, message, sender, transient or lane)")
+}
+
+// ScopeOf returns what a failure is about: the Scope of the first
+// [*Error] in err's chain, and ScopeTransient for nil and any other error
+// (as [KindOf] makes it Temporary).
+func ScopeOf(err error) Scope {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Scope
+	}
+	return ScopeTransient
+}
+
 // Error is a classified delivery failure. Adapters return it (usually built
 // by package classify) wrapped or bare; [KindOf] finds it anywhere in an
 // error chain.
@@ -64,11 +126,11 @@ type Error struct {
 	// DATA terminator or the whole HTTP request body was sent) before the
 	// failure, so the provider may have accepted it. Retrying may duplicate.
 	MaybeDelivered bool
-	// Recipient reports that the failure concerns this mail's recipient
-	// (its address, mailbox or account) rather than the lane: the provider
-	// answered, and another mail may well go through. Such a failure never
-	// counts toward the lane's breaker, whatever its Kind.
-	Recipient bool
+	// Scope is what the failure is about: this recipient, this message,
+	// our sender, the moment, or the lane as a whole. Only a failure of
+	// Kind Connection and ScopeLane counts toward the lane's breaker; only
+	// ScopeRecipient may ever suppress an address.
+	Scope Scope
 	// Rule names the classification rule that decided Kind: a built-in
 	// rule of package classify or of the adapter (e.g. "smtp-auth",
 	// "ses-MessageRejected"), or an operator's rule ("operator:NAME").

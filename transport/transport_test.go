@@ -138,6 +138,33 @@ func TestKindNames(t *testing.T) {
 	}
 }
 
+// The names are stored in the queue's last_scope column: they never change,
+// and the numbers are append-only.
+func TestScopeNames(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[Scope]string{ScopeTransient: "transient", ScopeRecipient: "recipient", ScopeMessage: "message", ScopeSender: "sender", ScopeLane: "lane"} {
+		if got := s.String(); got != want {
+			t.Errorf("Scope %d String() = %q, want the stored name %q", s, got, want)
+		}
+		if back, err := ParseScope(want); err != nil || back != s {
+			t.Errorf("ParseScope(%q) = %v, %v", want, back, err)
+		}
+	}
+	if Scope(9).String() != "scope(9)" {
+		t.Error(Scope(9).String())
+	}
+	if _, err := ParseScope("Recipient"); err == nil || !strings.Contains(err.Error(), `unknown scope "Recipient"`) {
+		t.Errorf("ParseScope(Recipient): %v", err)
+	}
+	var zero Scope
+	if zero != ScopeTransient || ScopeOf(nil) != ScopeTransient || ScopeOf(errors.New("x")) != ScopeTransient {
+		t.Error("the zero and the unclassified scope must be transient")
+	}
+	if got := ScopeOf(fmt.Errorf("wrapped: %w", &Error{Kind: Permanent, Scope: ScopeRecipient})); got != ScopeRecipient {
+		t.Errorf("ScopeOf(wrapped) = %v", got)
+	}
+}
+
 // An Error built without a kind must never read as a success.
 func TestZeroKindIsTemporary(t *testing.T) {
 	t.Parallel()

@@ -15,12 +15,13 @@ func TestClassifyBuiltIn(t *testing.T) {
 	assert.Contains(t, out, "kind            connection")
 	assert.Contains(t, out, "code            550")
 	assert.Contains(t, out, "decided by      smtp-sender (built-in)")
+	assert.Contains(t, out, "scope           sender (about our sender, account, domain or IP: retried, never permanent, raises the lane's alert)")
 
 	code, out, stderr = mailspool(t, "classify", "--json", "550 5.2.1 The email account that you tried to reach is disabled.")
 	require.Equal(t, 0, code, stderr)
 	var res classifyResult
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
-	assert.Equal(t, classifyResult{Kind: "permanent", Code: 550, Enhanced: "5.2.1", Recipient: true, Rule: "smtp-recipient-disabled",
+	assert.Equal(t, classifyResult{Kind: "permanent", Code: 550, Enhanced: "5.2.1", Scope: "recipient", Recipient: true, Rule: "smtp-recipient-disabled",
 		Detail: "The email account that you tried to reach is disabled.", Transport: "smtp"}, res)
 
 	// A Go error text, as go-mail flattens it.
@@ -42,7 +43,17 @@ func TestClassifyBuiltIn(t *testing.T) {
 	require.Equal(t, 0, code)
 	res = classifyResult{}
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
-	assert.Equal(t, classifyResult{Kind: "temporary", Code: 429, Rule: "http-429", Detail: "too many requests", Transport: "sendgrid"}, res)
+	assert.Equal(t, classifyResult{Kind: "temporary", Code: 429, Scope: "transient", Rule: "http-429", Detail: "too many requests", Transport: "sendgrid"}, res)
+
+	// The same 5xx at RCPT TO is about the recipient, at a relay's MAIL FROM
+	// about our sender.
+	for at, want := range map[string]string{"RCPT": "recipient", "MAIL": "sender"} {
+		code, out, stderr = mailspool(t, "classify", "--json", "--relay", "--at", at, "550 5.1.1 Mailbox unavailable")
+		require.Equal(t, 0, code, stderr)
+		res = classifyResult{}
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		assert.Equal(t, want, res.Scope, "at %s", at)
+	}
 
 	code, out, _ = mailspool(t, "classify", "250 2.0.0 OK")
 	require.Equal(t, 0, code)
@@ -54,6 +65,7 @@ func TestClassifyBuiltIn(t *testing.T) {
 		{"classify", "--transport", "pigeon", "550 x"},
 		{"classify", "--transport", "ses", "no code here"},
 		{"classify", "--transport", "sendgrid", "body without status"},
+		{"classify", "--at", "HELO", "550 x"},
 	} {
 		code, _, stderr = mailspool(t, args...)
 		assert.Equal(t, 2, code, "%v", args)
@@ -109,7 +121,9 @@ kind = "permanent"
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "status       failed")
 	assert.Contains(t, out, "decided by   rule operator:unknown-is-final")
+	assert.Contains(t, out, "about        recipient")
 	code, out, stderr = mailspool(t, "show", "--db", db, "--config", cfg, "--id", "1", "--json")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, `"last_rule": "operator:unknown-is-final"`)
+	assert.Contains(t, out, `"last_scope": "recipient"`)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/sendgrid"
 	"github.com/mailspool/mailspool/transport/ses"
 )
@@ -22,14 +23,15 @@ type classifyResult struct {
 	Enhanced       string  `json:"enhanced,omitempty"`
 	RetryAfter     float64 `json:"retry_after_seconds"`
 	MaybeDelivered bool    `json:"maybe_delivered"`
-	Recipient      bool    `json:"recipient"`
+	Scope          string  `json:"scope"`     // recipient, message, sender, transient or lane
+	Recipient      bool    `json:"recipient"` // scope is recipient
 	Rule           string  `json:"rule"`
 	Detail         string  `json:"detail,omitempty"`
 	Transport      string  `json:"transport"`
 	Lane           string  `json:"lane,omitempty"`
 }
 
-const classifyArgs = "[--config FILE] [--lane NAME] [--transport smtp|ses|sendgrid] [--json] 'REPLY TEXT'"
+const classifyArgs = "[--config FILE] [--lane NAME] [--transport smtp|ses|sendgrid] [--at MAIL|RCPT|DATA|AUTH] [--relay=true|false] [--json] 'REPLY TEXT'"
 
 // runClassify explains how mailspool classifies a reply: its kind and the
 // rule (the lane's own or the built-in one) that decided it.
@@ -38,6 +40,9 @@ func runClassify(_ context.Context, e *env, args []string) error {
 	configPath := fs.String("config", "", "TOML config file; the lane's rules and transport are used")
 	lane := fs.String("lane", "", "use this lane's classification rules (default: the only lane of --config, or none)")
 	kind := fs.String("transport", "", "how the reply arrived: smtp (a reply or an error text), ses (\"[STATUS] Code: message\") or sendgrid (\"STATUS BODY\"); default: the lane's, else smtp")
+	at := fs.String("at", "", "smtp: the command the reply answered (MAIL, RCPT, DATA, AUTH); default unknown")
+	var relay optionalBool
+	fs.Var(&relay, "relay", "smtp: the lane submits through a relay (logs in, or a submission port), not to the recipient's server; default: the lane's transport URL says, else false")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -47,6 +52,11 @@ func runClassify(_ context.Context, e *env, args []string) error {
 	}
 	if fs.NArg() != 1 {
 		return usageError{"give the reply text as one argument (quote it)"}
+	}
+	switch *at = strings.ToUpper(*at); *at {
+	case "", "MAIL", "RCPT", "DATA", "AUTH", "EHLO":
+	default:
+		return usageError{fmt.Sprintf("--at %q: want MAIL, RCPT, DATA, AUTH or EHLO", *at)}
 	}
 	text := fs.Arg(0)
 	var rules *classify.Rules
@@ -64,18 +74,21 @@ func runClassify(_ context.Context, e *env, args []string) error {
 		if *kind == "" {
 			*kind = transportKind(l.Transport)
 		}
+		if !relay.set {
+			relay.value = smtpRelay(l.Transport)
+		}
 	}
 	if *kind == "" {
 		*kind = "smtp"
 	}
-	err, perr := classifyText(*kind, text)
+	err, perr := classifyText(*kind, text, classify.Session{Relay: relay.value, Command: *at})
 	if perr != nil {
 		return perr
 	}
 	d := classify.Explain(rules.Apply(err))
 	res := classifyResult{
 		Kind: d.Kind.String(), Code: d.Code, Enhanced: d.Enhanced, RetryAfter: d.RetryAfter.Seconds(),
-		MaybeDelivered: d.MaybeDelivered, Recipient: d.Recipient, Rule: d.Rule, Detail: d.Detail,
+		MaybeDelivered: d.MaybeDelivered, Scope: d.Scope.String(), Recipient: d.Scope == transport.ScopeRecipient, Rule: d.Rule, Detail: d.Detail,
 		Transport: *kind, Lane: laneName,
 	}
 	if *asJSON {
@@ -87,7 +100,7 @@ func runClassify(_ context.Context, e *env, args []string) error {
 	fmt.Fprintf(w, "enhanced code   %s\n", orDash(res.Enhanced != "", res.Enhanced))
 	fmt.Fprintf(w, "retry after     %s\n", orDash(d.RetryAfter > 0, d.RetryAfter.String()))
 	fmt.Fprintf(w, "maybe delivered %s\n", yesNo(res.MaybeDelivered))
-	fmt.Fprintf(w, "about           %s\n", map[bool]string{true: "one recipient (never pauses the lane)", false: "the lane, the message or unknown"}[res.Recipient])
+	fmt.Fprintf(w, "scope           %s (%s)\n", res.Scope, scopeMeaning[d.Scope])
 	fmt.Fprintf(w, "decided by      %s\n", ruleOrigin(res.Rule, laneName))
 	if res.Detail != "" {
 		fmt.Fprintf(w, "detail          %s\n", res.Detail)
@@ -95,18 +108,28 @@ func runClassify(_ context.Context, e *env, args []string) error {
 	return nil
 }
 
+// scopeMeaning says what each scope does, for the classify command.
+var scopeMeaning = map[transport.Scope]string{
+	transport.ScopeRecipient: "about this address: may be permanent, may suppress it, never pauses the lane",
+	transport.ScopeMessage:   "about this content: may be permanent, never pauses the lane",
+	transport.ScopeSender:    "about our sender, account, domain or IP: retried, never permanent, raises the lane's alert",
+	transport.ScopeTransient: "about now: retried, never permanent",
+	transport.ScopeLane:      "about the connection or provider: feeds the lane's breaker",
+}
+
 // classifyText classifies text as the transport kind would have received
-// it. perr is a usage error for text that transport cannot have sent.
-func classifyText(kind, text string) (err, perr error) {
+// it, an SMTP reply as one of session s. perr is a usage error for text
+// that transport cannot have sent.
+func classifyText(kind, text string, s classify.Session) (err, perr error) {
 	switch kind {
 	case "smtp":
 		if _, _, ok := strings.Cut(text, " "); ok || len(text) == 3 {
 			if code, convErr := strconv.Atoi(text[:min(3, len(text))]); convErr == nil && code >= 200 && code <= 599 {
-				return classify.SMTPReply(text), nil
+				return s.SMTPReply(text), nil
 			}
 		}
 		// An error text as a Go SMTP library prints it.
-		return classify.Error(errors.New(text)), nil
+		return s.Error(errors.New(text)), nil
 	case "ses":
 		status := 400
 		if s, rest, ok := strings.Cut(text, " "); ok {
@@ -143,6 +166,28 @@ func transportKind(rawURL string) string {
 		return "sendgrid"
 	}
 	return "smtp"
+}
+
+// smtpRelay reports whether an smtp:// or smtps:// transport URL submits
+// through a relay, as the adapter judges it: it logs in, or its port is a
+// submission port (587 by default, 465).
+func smtpRelay(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") {
+		return false
+	}
+	return u.User != nil || u.Port() == "" || u.Port() == "587" || u.Port() == "465"
+}
+
+// optionalBool is a boolean flag that knows whether it was given.
+type optionalBool struct{ value, set bool }
+
+func (b *optionalBool) String() string   { return strconv.FormatBool(b.value) }
+func (b *optionalBool) IsBoolFlag() bool { return true }
+func (b *optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	b.value, b.set = v, true
+	return err
 }
 
 // ruleOrigin says where a rule comes from.

@@ -101,6 +101,9 @@ func printRow(e *env, s shownMail) {
 	if r.LastRule != "" {
 		fmt.Fprintf(e.stdout, "  decided by   rule %s   (mailspool classify explains a reply)\n", r.LastRule)
 	}
+	if r.LastScope != "" && r.LastKind != "sent" {
+		fmt.Fprintf(w, "  about        %s\n", r.LastScope)
+	}
 	switch {
 	case r.Crashes > 0:
 		fmt.Fprintf(w, "  note         may have been delivered before: a worker stopped while sending it (lease expired %d time(s)), so it was sent again\n", r.Crashes)

@@ -72,7 +72,7 @@ func opError(op string, err error) error {
 }
 
 func closedError() error {
-	return &transport.Error{Kind: transport.Connection, Rule: "transport-closed", Err: transport.ErrClosed}
+	return &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: "transport-closed", Err: transport.ErrClosed}
 }
 
 // response is the acceptance text of an accepting fixture: the reply after

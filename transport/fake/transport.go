@@ -246,7 +246,7 @@ func (t *Transport) ready(ctx context.Context, m *transport.Message) error {
 		return closedError()
 	}
 	if err := m.Validate(); err != nil {
-		return &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Err: err}
+		return &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Rule: "invalid-message", Err: err}
 	}
 	if ctx.Err() != nil {
 		return classify.Error(opError("dial", ctxNetError(ctx)))

@@ -49,7 +49,8 @@ func TestClassifyUnverifiedSender(t *testing.T) {
 	var te *transport.Error
 	require.ErrorAs(t, Classify(403, body), &te)
 	assert.Equal(t, transport.Connection, te.Kind)
-	assert.Equal(t, "http-setup", te.Rule)
+	assert.Equal(t, transport.ScopeSender, te.Scope, "our sender: the lane's alert, not its breaker")
+	assert.Equal(t, "http-sender", te.Rule)
 	assert.Contains(t, te.Detail, "does not match a verified Sender Identity")
 	require.NoError(t, Classify(202, ""))
 }

@@ -116,7 +116,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	}
 	body, err := requestBody(m)
 	if err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Rule: "invalid-message", Err: err}
 	}
 	r := sg.GetRequest(t.key, sendPath, t.base)
 	r.Method = rest.Post // GetRequest leaves it empty, which would be a GET

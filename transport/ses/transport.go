@@ -124,12 +124,12 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	// internationalized domains as A-labels (Punycode).
 	a, err := render.ASCII(m)
 	if err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Err: err}
 	}
 	raw, err := render.MIME(a)
 	if err != nil {
 		// An invalid message (ErrInvalidMessage in the chain) never reaches the wire.
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Rule: "invalid-message", Err: err}
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -137,7 +137,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	// Resolving credentials first keeps a missing or broken credential
 	// chain apart from failures on the wire: it is our setup, not the mail.
 	if _, err := t.creds.Retrieve(ctx); err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Rule: "ses-credentials", Detail: "no usable AWS credentials", Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: "ses-credentials", Detail: "no usable AWS credentials", Err: err}
 	}
 	ctx, wrote := httpapi.TraceWrite(ctx)
 	in := &sesv2.SendEmailInput{
@@ -153,7 +153,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		return transport.Receipt{}, classifySendError(err, wrote(), time.Now())
 	}
 	if out.MessageId == nil || *out.MessageId == "" {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Code: http.StatusOK, MaybeDelivered: true, Rule: "ses-unreadable-answer",
+		return transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Scope: transport.ScopeTransient, Code: http.StatusOK, MaybeDelivered: true, Rule: "ses-unreadable-answer",
 			Detail: "accepted without a MessageId"}
 	}
 	return transport.Receipt{MessageID: *out.MessageId}, nil

@@ -27,6 +27,15 @@ type config struct {
 	secrets     []string // forms of the credentials to hide in replies
 }
 
+// relay reports whether the lane submits through a relay rather than to
+// the recipient's own mail server: it logs in, or talks to a submission
+// port (587, 465). A relay's refusal of our sender is about us, never about
+// the recipient (see classify.Session).
+func (c *config) relay() bool {
+	_, port, _ := net.SplitHostPort(c.addr)
+	return c.username != "" || port == "587" || port == "465"
+}
+
 // resolve checks o for host and port and fills in the defaults. Its errors
 // never contain the password.
 func resolve(host string, port int, o Options) (*config, error) {

@@ -20,16 +20,30 @@ var errNoSTARTTLS = errors.New("smtp: server does not offer STARTTLS, and tls=st
 func (t *Transport) setupError(ctx context.Context, stage string, err error) error {
 	switch {
 	case errors.Is(err, errNoSTARTTLS):
-		return &transport.Error{Kind: transport.Connection, Rule: "smtp-starttls-missing", Detail: "server does not offer STARTTLS", Err: err}
+		return &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: "smtp-starttls-missing", Detail: "server does not offer STARTTLS", Err: err}
 	case errors.Is(err, errAuthNeedsTLS):
-		return &transport.Error{Kind: transport.Connection, Rule: "smtp-auth-without-tls", Detail: "credentials refused over a connection without TLS", Err: err}
+		return &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: "smtp-auth-without-tls", Detail: "credentials refused over a connection without TLS", Err: err}
 	case errors.Is(err, errNoAuthMechanism):
-		return &transport.Error{Kind: transport.Connection, Rule: "smtp-auth-mechanism", Detail: "server offers no supported AUTH mechanism", Err: err}
+		return &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: "smtp-auth-mechanism", Detail: "server offers no supported AUTH mechanism", Err: err}
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = fmt.Errorf("%w: %w", ctxErr, err)
 	}
-	return classify.Error(fmt.Errorf("smtp: %s %s: %w", stage, t.cfg.addr, err))
+	return t.replySession(stageCommands[stage]).Error(fmt.Errorf("smtp: %s %s: %w", stage, t.cfg.addr, err))
+}
+
+// stageCommands names the SMTP command of a handshake stage whose reply
+// classify reads by it.
+var stageCommands = map[string]string{"ehlo": "EHLO", "auth": "AUTH"}
+
+// stepCommands names the SMTP command of a transaction step.
+var stepCommands = map[string]string{stepMail: "MAIL", stepRcpt: "RCPT", stepData: "DATA", stepContent: "DATA", stepEnd: "DATA"}
+
+// replySession is what classify is told of a reply to command: whether this
+// lane submits through a relay (it logs in, or talks to a submission port)
+// rather than to the recipient's own mail server, and the command.
+func (t *Transport) replySession(command string) classify.Session {
+	return classify.Session{Relay: t.cfg.relay(), Command: command}
 }
 
 // The steps of a mail transaction, as a *stepError names them.
@@ -75,10 +89,14 @@ func staleAtMail(err error) bool {
 // sendError classifies a failed transaction: a connection lost or silent
 // after the DATA terminator without a reply may have delivered the mail;
 // everything else is a reply or a failure before the mail was handed over.
-func sendError(err error) error {
+func (t *Transport) sendError(err error) error {
 	var se *stepError
-	if errors.As(err, &se) && se.step == stepEnd {
-		return classify.MaybeDelivered(err)
+	if !errors.As(err, &se) {
+		return t.replySession("").Error(err)
 	}
-	return classify.Error(err)
+	s := t.replySession(stepCommands[se.step])
+	if se.step == stepEnd {
+		return s.MaybeDelivered(err)
+	}
+	return s.Error(err)
 }

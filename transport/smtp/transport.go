@@ -97,7 +97,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 
 func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 	if err := m.Validate(); err != nil {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Rule: "invalid-message", Detail: "invalid message", Err: err}
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Rule: "invalid-message", Detail: "invalid message", Err: err}
 	}
 	for {
 		s, reused, err := t.session(ctx)
@@ -132,7 +132,7 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 		if interrupted {
 			err = fmt.Errorf("%w: %w", ctx.Err(), err)
 		}
-		return transport.Receipt{}, sendError(err)
+		return transport.Receipt{}, t.sendError(err)
 	}
 }
 
@@ -143,13 +143,13 @@ func (t *Transport) render(s *session, m *transport.Message) (*mail.Msg, error) 
 	if ok, _ := s.sc.Extension("SMTPUTF8"); !ok {
 		a, err := render.ASCII(m)
 		if err != nil {
-			return nil, &transport.Error{Kind: transport.Permanent, Detail: "address cannot be sent to " + t.cfg.addr + " (no SMTPUTF8)", Err: err}
+			return nil, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Detail: "address cannot be sent to " + t.cfg.addr + " (no SMTPUTF8)", Err: err}
 		}
 		m = a
 	}
 	msg, err := render.Msg(m)
 	if err != nil {
-		return nil, &transport.Error{Kind: transport.Permanent, Detail: "invalid message", Err: err}
+		return nil, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Detail: "invalid message", Err: err}
 	}
 	return msg, nil
 }
@@ -163,7 +163,7 @@ func (t *Transport) session(ctx context.Context) (s *session, reused bool, err e
 		return nil, false, t.setupError(ctx, "send to", err)
 	}
 	if err := t.pool.acquire(ctx); errors.Is(err, transport.ErrClosed) {
-		return nil, false, &transport.Error{Kind: transport.Connection, Rule: "transport-closed", Err: err}
+		return nil, false, &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: "transport-closed", Err: err}
 	} else if err != nil {
 		return nil, false, t.setupError(ctx, "wait for a connection to", err)
 	}

@@ -119,15 +119,23 @@ func TestReplies(t *testing.T) {
 		enhanced string
 		detail   string
 		mails    int // MAIL FROM the server saw
+		scope    transport.Scope
 	}{
-		{"421 greeting", atGreeting, "421 4.7.0 Too many connections, try later", transport.Temporary, 421, "4.7.0", "Too many connections, try later", 0},
-		{"554 greeting", atGreeting, "554 5.7.1 Your IP is on a blocklist", transport.Permanent, 554, "5.7.1", "Your IP is on a blocklist", 0},
-		{"421 ehlo", atEHLO, "421 4.3.2 Service shutting down", transport.Temporary, 421, "4.3.2", "Service shutting down", 0},
-		{"451 mail", atMail, "451 4.3.0 Local error in processing", transport.Temporary, 451, "4.3.0", "Local error in processing", 1},
-		{"550 rcpt", atRcpt, "550 5.1.1 No such user here", transport.Permanent, 550, "5.1.1", "No such user here", 1},
-		{"452 rcpt", atRcpt, "452 4.2.2 Mailbox over quota", transport.Temporary, 452, "4.2.2", "Mailbox over quota", 1},
-		{"554 after data", afterData, "554 5.7.1 Message rejected as spam", transport.Permanent, 554, "5.7.1", "Message rejected as spam", 1},
-		{"451 after data", afterData, "451 4.7.1 Greylisted, try again in 5 minutes", transport.Temporary, 451, "4.7.1", "Greylisted, try again in 5 minutes", 1},
+		{"421 greeting", atGreeting, "421 4.7.0 Too many connections, try later", transport.Temporary, 421, "4.7.0", "Too many connections, try later", 0, transport.ScopeTransient},
+		// About our IP, not this mail: retried, and the lane's alert.
+		{"554 greeting", atGreeting, "554 5.7.1 Your IP is on a blocklist", transport.Temporary, 554, "5.7.1", "Your IP is on a blocklist", 0, transport.ScopeSender},
+		{"421 ehlo", atEHLO, "421 4.3.2 Service shutting down", transport.Temporary, 421, "4.3.2", "Service shutting down", 0, transport.ScopeTransient},
+		{"451 mail", atMail, "451 4.3.0 Local error in processing", transport.Temporary, 451, "4.3.0", "Local error in processing", 1, transport.ScopeTransient},
+		// A relay's 5xx at MAIL FROM is about our sender, whatever its
+		// words: there is no recipient yet.
+		{"550 mail", atMail, "550 5.1.1 Mailbox unavailable", transport.Temporary, 550, "5.1.1", "Mailbox unavailable", 1, transport.ScopeSender},
+		{"552 mail size", atMail, "552 5.3.4 Message size exceeds fixed maximum message size", transport.Permanent, 552, "5.3.4", "Message size exceeds", 1, transport.ScopeMessage},
+		{"550 rcpt", atRcpt, "550 5.1.1 No such user here", transport.Permanent, 550, "5.1.1", "No such user here", 1, transport.ScopeRecipient},
+		// A relay's words about our account, at RCPT TO.
+		{"554 rcpt relay account", atRcpt, "554 5.7.1 Account restricted, contact support", transport.Temporary, 554, "5.7.1", "Account restricted", 1, transport.ScopeSender},
+		{"452 rcpt", atRcpt, "452 4.2.2 Mailbox over quota", transport.Temporary, 452, "4.2.2", "Mailbox over quota", 1, transport.ScopeRecipient},
+		{"554 after data", afterData, "554 5.7.1 Message rejected as spam", transport.Permanent, 554, "5.7.1", "Message rejected as spam", 1, transport.ScopeMessage},
+		{"451 after data", afterData, "451 4.7.1 Greylisted, try again in 5 minutes", transport.Temporary, 451, "4.7.1", "Greylisted, try again in 5 minutes", 1, transport.ScopeTransient},
 	} {
 		// The envelope as one pipelined group (go-smtp offers PIPELINING,
 		// here over STARTTLS), and one command at a time.
@@ -143,6 +151,7 @@ func TestReplies(t *testing.T) {
 				_, err := send(t, tr, message())
 				te := classified(t, err)
 				assert.Equal(t, tc.kind, te.Kind, "kind of %v", err)
+				assert.Equal(t, tc.scope, te.Scope, "scope of %v", err)
 				assert.Equal(t, tc.code, te.Code, "code of %v", err)
 				assert.Equal(t, tc.enhanced, te.Enhanced, "enhanced code of %v", err)
 				assert.False(t, te.MaybeDelivered, "maybe delivered after a reply: %v", err)

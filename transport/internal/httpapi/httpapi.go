@@ -61,7 +61,7 @@ func NewClient(tr *http.Transport) *Client {
 // Close: Connection with [transport.ErrClosed] in its chain.
 func (c *Client) CheckOpen() error {
 	if c.closed.Load() {
-		return &transport.Error{Kind: transport.Connection, Rule: "transport-closed", Err: transport.ErrClosed}
+		return &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Rule: "transport-closed", Err: transport.ErrClosed}
 	}
 	return nil
 }
@@ -108,6 +108,6 @@ func StatusError(status int, header http.Header, body []byte) *transport.Error {
 	if errors.As(classify.HTTP(status, header, body), &e) {
 		return e
 	}
-	return &transport.Error{Kind: transport.Connection, Code: status, Rule: "http-redirect",
+	return &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane, Code: status, Rule: "http-redirect",
 		Detail: "unexpected answer " + strconv.Itoa(status) + " " + http.StatusText(status) + " from the endpoint (redirects are not followed)"}
 }
