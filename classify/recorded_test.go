@@ -144,7 +144,7 @@ var recordedReplies = []recorded{
 	{"451 Requested mail action not taken: too much fail authentication",
 		"https://biecuoliao.com/pa/MBRrwEM.html (NetEase: too many failed logins)", temporary, transient, "smtp-4xx"},
 	{"550 Sender frequency limited.",
-		"https://smtp.codes/qq (QQ Mail)", temporary, transient, "smtp-passing"},
+		"https://smtp.codes/qq (QQ Mail)", temporary, sender, "smtp-sender-policy"},
 	{"550 5.7.606 Access denied, banned sending IP [185.234.72.45]. To request removal from this list please visit https://sender.office.com/ and follow the directions.",
 		"https://pastebin.com/EH1TUb0X (Exchange Online Protection)", temporary, sender, "smtp-sender-policy"},
 }

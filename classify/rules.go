@@ -56,8 +56,8 @@ var smtpRules = []smtpRule{
 	{"smtp-recipient-disabled", transport.Permanent, transport.ScopeRecipient, recipientDisabled},
 	{"smtp-quota-temporary", transport.Temporary, transport.ScopeRecipient, func(r *replyFacts) bool { return mailboxFull(r) && temporaryQuota.MatchString(r.low) }},
 	{"smtp-mailbox-full", transport.Permanent, transport.ScopeRecipient, mailboxFull},
-	{"smtp-passing", transport.Temporary, transport.ScopeTransient, passing},
 	{"smtp-sender-policy", transport.Temporary, transport.ScopeSender, func(r *replyFacts) bool { return evidence(r, true) == transport.ScopeSender }},
+	{"smtp-passing", transport.Temporary, transport.ScopeTransient, passing},
 	{"smtp-routing", transport.Permanent, transport.ScopeRecipient, func(r *replyFacts) bool { return r.enh.subject == 4 && evidence(r, true) == transport.ScopeRecipient }},
 	{"smtp-recipient", transport.Permanent, transport.ScopeRecipient, func(r *replyFacts) bool { return evidence(r, true) == transport.ScopeRecipient }},
 	{"smtp-message", transport.Permanent, transport.ScopeMessage, func(r *replyFacts) bool { return evidence(r, true) == transport.ScopeMessage }},
@@ -107,22 +107,26 @@ func evidence(r *replyFacts, final bool) transport.Scope {
 		return transport.ScopeMessage
 	case e.is(1, 7), e.is(1, 8), e.subject == 7 && e.detail >= 23 && e.detail <= 27:
 		return transport.ScopeSender
-	case mail:
+	case mail, e.is(1, 0), e.is(2, 0):
+		// x.1.0 and x.2.0 say "some address" and "some mailbox": the
+		// words tell which.
 	case e.subject == 1, e.subject == 2, e.is(7, 13), e.is(4, 4):
 		return transport.ScopeRecipient
 	}
 	switch {
-	case mail && messageText.MatchString(r.low):
+	case mail && aboutMessage(r):
 		return transport.ScopeMessage
 	case mail && final:
 		return transport.ScopeSender
 	case mail:
 		return transport.ScopeTransient
-	case final && senderPolicyText.MatchString(r.low):
+	case greylisted.MatchString(r.low):
+		return transport.ScopeTransient
+	case senderPolicyText.MatchString(r.low):
 		return transport.ScopeSender
 	case recipientText.MatchString(r.low) || (r.enh.subject == 4 && loopText.MatchString(r.low)):
 		return transport.ScopeRecipient
-	case messageText.MatchString(r.low):
+	case aboutMessage(r):
 		return transport.ScopeMessage
 	case final && (policyText.MatchString(r.low) || (r.relay && relaySenderText.MatchString(r.low))):
 		return transport.ScopeSender
@@ -133,18 +137,28 @@ func evidence(r *replyFacts, final bool) transport.Scope {
 // senderPolicyText matches a reply about our sending IP's reputation or
 // our domain's authentication (SPF, DKIM, DMARC, reverse DNS): a block
 // list, "your IP", "client host ... blocked".
-var senderPolicyText = regexp.MustCompile(`\bspf\b|\bdkim\b|\bdmarc\b|sender is unauthenticated|not pass authentication|authentication checks|reverse dns|\bptr\b|blocked using|block ?list|black ?list|deny ?list|\bdnsbl\b|\brbl\b|spamhaus|spamcop|barracuda|sorbs|\breputation\b|your ip|sending ip|client host|\bip address\b|from this ip|(ip|host) \[?\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
+var senderPolicyText = regexp.MustCompile(`\bspf\b|\bdkim\b|\bdmarc\b|sender is unauthenticated|not pass authentication|authentication checks|reverse dns|reverse hostname|\bptr\b|blocked using|block ?list|black ?list|deny ?list|\bdnsbl\b|\brbl\b|spamhaus|spamcop|barracuda|sorbs|cloudmark|senderscore|\breputation\b|your ip|sending ip|sender ip|client host|\bip address\b|from this ip|(ip|host) \[?\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}.{0,12}\bblocked\b|spoof|blocked senders?|envelope (blocked|rejected)|block(ed)? for spam|for spamming`)
+
+// greylisted matches a greylisting deferral, which names the recipient or
+// the client but is about now.
+var greylisted = regexp.MustCompile(`gr[ae]ylist`)
 
 // policyText matches a reply that refuses on a policy of the receiver
 // without saying which part of the mail broke it: our sender's.
-var policyText = regexp.MustCompile(`\bpolic(y|ies)\b|not accepted from|prohibited|denied`)
+var policyText = regexp.MustCompile(`\bpolic(y|ies)\b|not accepted from|prohibited|denied|\bsender'?s?\b`)
 
 // relaySenderText matches what a relay's reply says about us as a sender:
 // our sender, our domain, our account.
 var relaySenderText = regexp.MustCompile(`sender|from address|mail from|envelope|domain|account|identity|\bfrom\b`)
 
 // messageText matches a reply about this message's content, size or form.
-var messageText = regexp.MustCompile(`message (size|length|too (big|large))|size (limit|exceed)|too (big|large)|exceeds? (the )?(maximum|max|size|fixed|limit)|virus|malware|infected|attachment|unsolicited|\bspam\b|content|malformed|header|bare lf|line (is )?too long|8-?bit|\bmime\b|message (is|was|has been) (blocked|rejected|refused)|bulk mail|phishing`)
+var messageText = regexp.MustCompile(`message (size|length|too (big|large))|size (limit|exceed)|too (big|large)|exceeds? (the )?(maximum|max|size|fixed|limit)|virus|viral|malware|infected|attachment|unsolicited|\bspam\b|content|malformed|header|bare lf|line (is )?too long|8-?bit|\bmime\b|message (is|was|has been) (blocked|rejected|refused)|bulk mail|phishing`)
+
+// aboutMessage reports whether a reply's words are about this message: its
+// size, form or content.
+func aboutMessage(r *replyFacts) bool {
+	return messageText.MatchString(r.low)
+}
 
 // loopText matches a mail loop or a route that cannot reach the recipient.
 var loopText = regexp.MustCompile(`hops|loop|unroutable|no route|unable to route|no mx|mx (record|lookup)`)
@@ -222,7 +236,9 @@ func authFailure(r *replyFacts) bool {
 		// the recipient's account (recipientDisabled).
 		return !r.enh.is(7, 13)
 	case 526, 530, 534, 535, 538:
-		return true
+		// Postal answers "530 From/Sender name is not valid" after DATA: our
+		// sender, not our login.
+		return !senderText.MatchString(r.low) || authText.MatchString(r.low)
 	}
 	e := r.enh
 	switch {
@@ -255,7 +271,7 @@ func encryptionRequired(r *replyFacts) bool {
 // verified at the provider, not owned by or not matching the logged-in
 // user, not allowed to send as that address, or a sending domain not set
 // up.
-var senderText = regexp.MustCompile(`not verified|sender identity|sender address rejected|not owned by|sender login mismatch|not logged in|mail ?from (address )?must (equal|be same as)|same as authori[sz]ation user|conform with authentication|local user only|permissions? to send as|not allowed to send|not authori[sz]ed to send from|isn't allowed to send|unregistered domain|host denies the sender|sender is unvalidated|sender is rejected`)
+var senderText = regexp.MustCompile(`not verified|sender identity|sender address rejected|invalid sender|sender verify failed|emetteur invalide|relaying disallowed as|sender name is not valid|send ?as ?denied|not owned by|sender login mismatch|not logged in|mail ?from (address )?must (equal|be same as)|same as authori[sz]ation user|conform with authentication|local user only|permissions? to send as|not allowed to send|not authori[sz]ed to send from|isn't allowed to send|unregistered domain|host denies the sender|sender is unvalidated|sender is rejected`)
 
 // senderRejected reports a 5xx about our sender address or identity,
 // including x.1.7 (bad sender's address syntax), x.1.8 (bad sender's system
@@ -274,7 +290,7 @@ var heloText = regexp.MustCompile(`\b(helo|ehlo)\b|helohost`)
 // relayDenied matches a refusal to relay: we are not authenticated, or the
 // account may not send for that domain (Postfix "Relay access denied",
 // Exchange "Unable to relay recipient in non-accepted domain").
-var relayDenied = regexp.MustCompile(`\brelay(ing)?( access)? (denied|not (permitted|allowed)|disallowed|prohibited)|unable to relay|not permitted to relay|do not relay|denies relay|relay check`)
+var relayDenied = regexp.MustCompile(`\brelay(ing)?( access)? (denied|not (permitted|allowed)|disallowed|prohibited)|unable to relay|not permitted to relay|do not relay|denies relay|relay check|as a relay|not in my list of allowed (rcpt)?hosts`)
 
 // recipientState matches a recipient account or mailbox that is disabled,
 // discontinued, suspended or locked.
@@ -288,7 +304,7 @@ func recipientDisabled(r *replyFacts) bool {
 }
 
 // quotaText matches a full mailbox or an exceeded storage quota.
-var quotaText = regexp.MustCompile(`quota|mailbox (is )?full|storage allocation|exceeded storage|insufficient storage|overquota`)
+var quotaText = regexp.MustCompile(`quota|mailbox (is )?full|storage allocation|exceeded storage|insufficient storage|overquota|too many (mails|messages) on the server|storage space`)
 
 // mailboxFull reports a 5xx about the recipient's mailbox being full: x.2.2
 // or the words, with no enhanced code or an x.2.x one.
@@ -315,4 +331,4 @@ func passing(r *replyFacts) bool {
 
 // recipientText matches replies that name the recipient: its address, its
 // mailbox, its user.
-var recipientText = regexp.MustCompile(`recipient|mailbox|addressee|\buser\b|account that you tried|no such (user|address)|(does|dos) ?n[o']t (exist|have)|not exist|\brcpt\b|unknown (user|address)|invalid (user|address)|address rejected`)
+var recipientText = regexp.MustCompile(`recipient (temporarily )?(address|mailbox|account|user|unknown|not found|rejected|invalid|unavailable|unallocated|does not exist|inactive|disabled|blocked|overquota)|recipient'?s (address|mailbox|account)|(invalid|unknown|bad|no such) (recipient|user|address|mailbox)|mailbox|addressee|\buser\b|account that you tried|(does|dos) ?n[o']t (exist|have)|not exist|\brcpt\b|address rejected|not our customer|no valid recipients?|unroute?able address|not a valid (e-?mail )?address|address (could not be|not) found|invalid-recipient|no-domain|block-rcpt`)
