@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 )
@@ -118,7 +119,38 @@ var networkTexts = []struct {
 	{"does not support starttls", "tls: starttls not offered"},
 	{"use of closed network connection", "connection closed"},
 	{"unexpected eof", "connection closed"},
+	// The C library's resolver (cgo, getaddrinfo) on glibc, musl, macOS
+	// and Windows, as Go passes its words on.
+	{"temporary failure in name resolution", "dns lookup failed"},
+	{"name or service not known", "dns lookup failed"},
+	{"nodename nor servname provided", "dns lookup failed"},
+	{"no address associated with hostname", "dns lookup failed"},
+	{"getaddrinfo", "dns lookup failed"},
+	{"no such host is known", "dns lookup failed"},
+	// The kernel's refusals of a connect (EADDRNOTAVAIL, EAFNOSUPPORT
+	// without IPv6, EACCES and EPERM from a firewall) and Windows' words.
+	{"cannot assign requested address", "network unreachable"},
+	{"address family not supported", "network unreachable"},
+	{"connect: permission denied", "network unreachable"},
+	{"connect: operation not permitted", "network unreachable"},
+	{"actively refused", "connection refused"},
+	{"connection attempt failed", "timeout"},
+	{"forcibly closed by the remote host", "connection reset"},
+	// An address that cannot be dialled at all (net.AddrError).
+	{"missing port in address", "invalid address"},
+	{"too many colons in address", "invalid address"},
+	{"unknown port", "invalid address"},
 }
+
+// resolverText matches the start of a Go resolver error however it was
+// wrapped: "lookup smtp.example.com: ..." or "lookup smtp.example.com on
+// [::1]:53: ...", with the name a host name, an IPv4 or an IPv6 address.
+var resolverText = regexp.MustCompile(`\blookup [^\s]+?( on [^\s]+)?: `)
+
+// dialText matches the start of a Go dial error ("dial tcp 192.0.2.1:25:",
+// "dial tcp [2001:db8::25]:587:", "dial tcp: ...", go-mail's "dial
+// failed: ..."): whatever follows, the connection was never made.
+var dialText = regexp.MustCompile(`\bdial (tcp[46]?|udp[46]?|failed)\b`)
 
 // networkText returns the Detail for a flattened network error text; ok is
 // false when text names none.
@@ -132,6 +164,12 @@ func networkText(text string) (detail string, ok bool) {
 	// go-mail flattens a drop after DATA to "...: EOF, affected message ID ...".
 	if low == "eof" || strings.HasSuffix(low, ": eof") || strings.Contains(low, ": eof,") {
 		return "connection closed", true
+	}
+	switch {
+	case resolverText.MatchString(low):
+		return "dns lookup failed", true
+	case dialText.MatchString(low):
+		return "network error", true
 	}
 	return "", false
 }

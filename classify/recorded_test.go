@@ -198,3 +198,36 @@ func TestFlattenedGoErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestKnownMissClasses: the classes of reply the table used to get wrong,
+// each in the wording recorded in scopedReplies and in a second one.
+func TestKnownMissClasses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		reply   string
+		session Session
+		kind    transport.Kind
+		scope   transport.Scope
+	}{
+		// The registry's "user account disabled": the recipient's, unless
+		// it answers our AUTH.
+		{"525 5.7.13 User account disabled", Session{}, permanent, recipient},
+		{"525 5.7.13 User account disabled", Session{Relay: true, Command: "AUTH"}, connection, lane},
+		// The sender's address syntax, whatever the basic code.
+		{"550 5.1.7 Invalid address", Session{}, connection, sender},
+		{"553 5.1.7 The sender address <noreply@shop> is not a valid RFC 5321 address.", Session{}, connection, sender},
+		// A recipient that accepts only some senders.
+		{"550 5.7.1 RESOLVER.RST.AuthRequired; authentication required", Session{}, permanent, recipient},
+		{"550 5.7.133 RESOLVER.RST.SenderNotAuthenticatedForGroup; authentication required; Delivery restriction check failed because the sender was not authenticated when sending to this group", Session{}, permanent, recipient},
+		{"550 5.7.1 You are not allowed to send mail to bob@example.org", Session{}, permanent, recipient},
+		{"550 you are not allowed to send email to <list@example.org>", Session{Relay: true, Command: "RCPT"}, permanent, recipient},
+		// A relay's 5xx at MAIL FROM is about our sender, whatever it names.
+		{"550 5.1.1 <noreply@shop.example>: mailbox unavailable", Session{Relay: true, Command: "MAIL"}, temporary, sender},
+		{"554 5.7.1 Account restricted, contact support", Session{Relay: true, Command: "RCPT"}, temporary, sender},
+	} {
+		te := asError(tc.session.SMTPReply(tc.reply))
+		require.NotNil(t, te, tc.reply)
+		assert.Equal(t, tc.kind, te.Kind, "kind of %q at %+v (%s)", tc.reply, tc.session, te.Rule)
+		assert.Equal(t, tc.scope, te.Scope, "scope of %q at %+v (%s)", tc.reply, tc.session, te.Rule)
+	}
+}

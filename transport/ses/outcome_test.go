@@ -199,3 +199,46 @@ func TestClassifyNamesTheRule(t *testing.T) {
 		assert.Equal(t, tc.code+": "+tc.message, te.Detail)
 	}
 }
+
+// TestValidationErrorsBySubject: SES's InvalidParameterValue messages
+// (recorded in public issues) are split by what they are about: the
+// message itself (its headers, size, encoding) and an address of it are
+// Permanent of message scope; our identity or account is sender scope;
+// the rest is the request the adapter built, lane scope.
+func TestValidationErrorsBySubject(t *testing.T) {
+	for _, tc := range []struct {
+		message string
+		source  string
+		kind    transport.Kind
+		scope   transport.Scope
+		rule    string
+	}{
+		{"Empty header names are illegal.", "https://github.com/aws/aws-sdk-js/issues/4121", transport.Permanent, transport.ScopeMessage, "ses-InvalidParameterValue-message"},
+		{"Illegal header '<!DOCTYPE html PUBLIC \"-//W3C//DTD XHTML 1.0 Transitional//EN\" \"http'.", "https://github.com/jmhobbs/Swiftmailer-Transport--AWS-SES/issues/13", transport.Permanent, transport.ScopeMessage, "ses-InvalidParameterValue-message"},
+		{"Duplicate header 'Content-Type'.", "https://github.com/arithmetric/aws-lambda-ses-forwarder/issues/51", transport.Permanent, transport.ScopeMessage, "ses-InvalidParameterValue-message"},
+		{"Header section too long.", "https://github.com/aws/aws-sdk-php/issues/981", transport.Permanent, transport.ScopeMessage, "ses-InvalidParameterValue-message"},
+		{"Missing required header 'From'.", "https://github.com/daniel-zahariev/php-aws-ses/issues/8", transport.Permanent, transport.ScopeMessage, "ses-InvalidParameterValue-message"},
+		{"Expected '=', got 'null'", "https://github.com/mozilla/fx-private-relay/issues/1887", transport.Permanent, transport.ScopeMessage, "ses-InvalidParameterValue-message"},
+		{"Extra route-addr", "https://github.com/arithmetric/aws-lambda-ses-forwarder/issues/91", transport.Permanent, transport.ScopeMessage, "ses-InvalidParameterValue-address"},
+		{"Invalid email address", "https://github.com/mozilla/fx-private-relay/issues/1887", transport.Permanent, transport.ScopeMessage, "ses-InvalidParameterValue-address"},
+		{"Missing final '@domain'", "https://github.com/mozilla/fx-private-relay/issues/1887", transport.Permanent, transport.ScopeMessage, "ses-InvalidParameterValue-address"},
+		{"Invalid ARN <>.", "https://github.com/aws/aws-sdk-php/issues/1716", transport.Connection, transport.ScopeSender, "ses-InvalidParameterValue-sender"},
+		{"The address 'Example support <support.dev@example.com>' does not align with the given ARN 'arn:aws:ses:eu-west-1:XXX:identity/support.dev@example.com'", "https://github.com/aws/aws-sdk-js/issues/1146", transport.Connection, transport.ScopeSender, "ses-InvalidParameterValue-sender"},
+		{"Invalid tag value <event:id:abc1234>: only alphanumeric ASCII characters, '_', and '-' are allowed.", "the adapter's own request", transport.Connection, transport.ScopeLane, "ses-InvalidParameterValue-request"},
+	} {
+		var te *transport.Error
+		require.ErrorAs(t, ses.Classify(400, "InvalidParameterValue", tc.message), &te, tc.source)
+		assert.Equal(t, tc.kind, te.Kind, "%s (%s)", tc.message, tc.source)
+		assert.Equal(t, tc.scope, te.Scope, "%s (%s)", tc.message, tc.source)
+		assert.Equal(t, tc.rule, te.Rule, tc.message)
+	}
+	// The service's own codes have scopes too.
+	for code, scope := range map[string]transport.Scope{
+		"MessageRejected": transport.ScopeMessage, "AccountSuspendedException": transport.ScopeSender,
+		"SignatureDoesNotMatch": transport.ScopeLane, "ThrottlingException": transport.ScopeTransient,
+	} {
+		var te *transport.Error
+		require.ErrorAs(t, ses.Classify(400, code, "x"), &te)
+		assert.Equal(t, scope, te.Scope, code)
+	}
+}
