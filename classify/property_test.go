@@ -86,7 +86,7 @@ func TestNoEvidenceIsNeverPermanent(t *testing.T) {
 		}
 		return true
 	}
-	if err := quick.Check(property, &quick.Config{MaxCount: 4000}); err != nil {
+	if err := quick.Check(property, &quick.Config{MaxCount: 1500}); err != nil {
 		t.Fatal(err)
 	}
 }
