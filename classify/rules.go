@@ -120,7 +120,9 @@ func evidence(r *replyFacts, final bool) transport.Scope {
 		return transport.ScopeSender
 	case mail:
 		return transport.ScopeTransient
-	case greylisted.MatchString(r.low):
+	case greylisted.MatchString(r.low), !final && rateText.MatchString(r.low):
+		// Greylisting names the recipient or the client, a 4xx rate names
+		// our IP ("too many connections from this IP"): both are about now.
 		return transport.ScopeTransient
 	case senderPolicyText.MatchString(r.low):
 		return transport.ScopeSender
@@ -138,6 +140,10 @@ func evidence(r *replyFacts, final bool) transport.Scope {
 // our domain's authentication (SPF, DKIM, DMARC, reverse DNS): a block
 // list, "your IP", "client host ... blocked".
 var senderPolicyText = regexp.MustCompile(`\bspf\b|\bdkim\b|\bdmarc\b|sender is unauthenticated|not pass authentication|authentication checks|reverse dns|reverse hostname|\bptr\b|blocked using|block ?list|black ?list|deny ?list|\bdnsbl\b|\brbl\b|spamhaus|spamcop|barracuda|sorbs|cloudmark|senderscore|\breputation\b|your ip|sending ip|sender ip|client host|\bip address\b|from this ip|(ip|host) \[?\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}.{0,12}\bblocked\b|spoof|blocked senders?|envelope (blocked|rejected)|block(ed)? for spam|for spamming`)
+
+// rateText matches a rate or concurrency limit: in a 4xx it is about now,
+// whatever it says of our IP.
+var rateText = regexp.MustCompile(`too many|rate[ -]?limit|\brate\b|throttl|frequency|concurrent`)
 
 // greylisted matches a greylisting deferral, which names the recipient or
 // the client but is about now.

@@ -59,6 +59,13 @@
 //	http-401          401                                   Connection, Code 401
 //	http-500          500                                   Temporary, Code 500
 //
+// Every failure also has the scope classify gives it: an SMTP reply the
+// scope of classify's table for the reply (smtp-550, -552, -553
+// recipient; smtp-554 message; the 4xx transient or recipient), refused,
+// tls-failure and http-401 lane, hang lane or transient, stall-after-data,
+// http-429 and http-500 transient; and a Permanent outcome is always of
+// recipient or message scope.
+//
 // SMTP replies carry the exact text of [Scenario.Reply]; their Detail must
 // not be empty. The kind each must have is the one package classify's
 // decision table gives the reply (the table above shows it): the suite

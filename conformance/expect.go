@@ -16,6 +16,9 @@ import (
 // outcome is what one Send in a scenario must return.
 type outcome struct {
 	kinds []transport.Kind // the acceptable kinds
+	// scopes are the acceptable scopes (nil: any). Whatever they are, a
+	// Permanent outcome must be about the recipient or the message.
+	scopes []transport.Scope
 	// The fields below are checked on the *transport.Error in the chain
 	// when set; MaybeDelivered is always checked.
 	code           int
@@ -29,13 +32,13 @@ type outcome struct {
 
 // expected is the outcome of one Send for every scenario but Accept.
 var expected = map[Scenario]outcome{
-	Hang:           {kinds: []transport.Kind{transport.Connection, transport.Temporary}, deadline: hangDeadline},
-	Refused:        {kinds: []transport.Kind{transport.Connection}},
-	TLSFailure:     {kinds: []transport.Kind{transport.Connection}},
-	StallAfterData: {kinds: []transport.Kind{transport.Temporary}, maybeDelivered: true, deadline: stallDeadline},
-	HTTP429:        {kinds: []transport.Kind{transport.Temporary}, code: 429, retryAfter: RetryAfter429},
-	HTTP401:        {kinds: []transport.Kind{transport.Connection}, code: 401},
-	HTTP500:        {kinds: []transport.Kind{transport.Temporary}, code: 500},
+	Hang:           {kinds: []transport.Kind{transport.Connection, transport.Temporary}, scopes: []transport.Scope{transport.ScopeLane, transport.ScopeTransient}, deadline: hangDeadline},
+	Refused:        {kinds: []transport.Kind{transport.Connection}, scopes: []transport.Scope{transport.ScopeLane}},
+	TLSFailure:     {kinds: []transport.Kind{transport.Connection}, scopes: []transport.Scope{transport.ScopeLane}},
+	StallAfterData: {kinds: []transport.Kind{transport.Temporary}, scopes: []transport.Scope{transport.ScopeTransient}, maybeDelivered: true, deadline: stallDeadline},
+	HTTP429:        {kinds: []transport.Kind{transport.Temporary}, scopes: []transport.Scope{transport.ScopeTransient}, code: 429, retryAfter: RetryAfter429},
+	HTTP401:        {kinds: []transport.Kind{transport.Connection}, scopes: []transport.Scope{transport.ScopeLane}, code: 401},
+	HTTP500:        {kinds: []transport.Kind{transport.Temporary}, scopes: []transport.Scope{transport.ScopeTransient}, code: 500},
 }
 
 func init() {
@@ -45,13 +48,14 @@ func init() {
 }
 
 // replyOutcome is the outcome of an SMTP reply "ddd x.y.z text": its code
-// and enhanced code, with a Detail, and the kind package classify's
-// decision table gives it. The suite holds no table of its own: the
-// mailbox-full rule (552 5.2.2) and every other is decided in classify.
+// and enhanced code, with a Detail, and the kind and scope package
+// classify's decision table gives it. The suite holds no table of its own:
+// the mailbox-full rule (552 5.2.2) and every other is decided in classify.
 func replyOutcome(reply string) outcome {
 	fields := strings.Fields(reply)
 	code, _ := strconv.Atoi(fields[0])
-	return outcome{kinds: []transport.Kind{transport.KindOf(classify.SMTPReply(reply))}, code: code, enhanced: fields[1], detail: true}
+	err := classify.SMTPReply(reply)
+	return outcome{kinds: []transport.Kind{transport.KindOf(err)}, scopes: []transport.Scope{transport.ScopeOf(err)}, code: code, enhanced: fields[1], detail: true}
 }
 
 // checkOutcome lists every way err differs from want; nil means it matches.
@@ -70,6 +74,12 @@ func checkOutcome(err error, want outcome) []string {
 		}
 		return diffs
 	}
+	if want.scopes != nil && !slices.Contains(want.scopes, te.Scope) {
+		diffs = append(diffs, fmt.Sprintf("Scope = %s, want %s", te.Scope, scopeList(want.scopes)))
+	}
+	if te.Kind == transport.Permanent && te.Scope != transport.ScopeRecipient && te.Scope != transport.ScopeMessage {
+		diffs = append(diffs, fmt.Sprintf("Permanent with scope %s: a mail is dropped only on evidence about its recipient or its message", te.Scope))
+	}
 	if want.code != 0 && te.Code != want.code {
 		diffs = append(diffs, fmt.Sprintf("Code = %d, want %d", te.Code, want.code))
 	}
@@ -86,6 +96,14 @@ func checkOutcome(err error, want outcome) []string {
 		diffs = append(diffs, "Detail is empty, want the server's reply text")
 	}
 	return diffs
+}
+
+func scopeList(ss []transport.Scope) string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.String()
+	}
+	return strings.Join(names, " or ")
 }
 
 func kindList(ks []transport.Kind) string {

@@ -19,7 +19,7 @@ func TestExpectedCoversEveryFailingScenario(t *testing.T) {
 			t.Errorf("expected[%s] present = %v", sc, ok)
 		}
 	}
-	want := outcome{kinds: []transport.Kind{transport.Permanent}, code: 550, enhanced: "5.1.1", detail: true}
+	want := outcome{kinds: []transport.Kind{transport.Permanent}, scopes: []transport.Scope{transport.ScopeRecipient}, code: 550, enhanced: "5.1.1", detail: true}
 	if got := expected[SMTP550]; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("expected[smtp-550] = %+v, want %+v", got, want)
 	}
@@ -42,16 +42,18 @@ func TestCheckOutcome(t *testing.T) {
 		want outcome
 		diff []string // substrings, one per expected difference
 	}{
-		{"match", &transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1", Detail: "no such user"}, smtp550, nil},
-		{"match wrapped", fmt.Errorf("smtp: rcpt: %w", &transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1", Detail: "x"}), smtp550, nil},
+		{"match", &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 550, Enhanced: "5.1.1", Detail: "no such user"}, smtp550, nil},
+		{"match wrapped", fmt.Errorf("smtp: rcpt: %w", &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 550, Enhanced: "5.1.1", Detail: "x"}), smtp550, nil},
+		{"permanent without evidence", &transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1", Detail: "x"}, smtp550, []string{"Scope = transient, want recipient", "Permanent with scope transient"}},
+		{"refused without scope", &transport.Error{Kind: transport.Connection}, expected[Refused], []string{"Scope = transient, want lane"}},
 		{"nil", nil, smtp550, []string{"KindOf = sent"}},
 		{"unclassified", errors.New("boom"), smtp550, []string{"KindOf = temporary", "no *transport.Error"}},
-		{"wrong kind and code", &transport.Error{Kind: transport.Temporary, Code: 450, Enhanced: "5.1.1", Detail: "x"}, smtp550, []string{"KindOf = temporary, want permanent", "Code = 450, want 550"}},
-		{"no enhanced, no detail", &transport.Error{Kind: transport.Permanent, Code: 550}, smtp550, []string{`Enhanced = "", want "5.1.1"`, "Detail is empty"}},
-		{"maybe delivered on a reply", &transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1", Detail: "x", MaybeDelivered: true}, smtp550, []string{"MaybeDelivered = true, want false"}},
+		{"wrong kind and code", &transport.Error{Kind: transport.Temporary, Scope: transport.ScopeRecipient, Code: 450, Enhanced: "5.1.1", Detail: "x"}, smtp550, []string{"KindOf = temporary, want permanent", "Code = 450, want 550"}},
+		{"no enhanced, no detail", &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 550}, smtp550, []string{`Enhanced = "", want "5.1.1"`, "Detail is empty"}},
+		{"maybe delivered on a reply", &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 550, Enhanced: "5.1.1", Detail: "x", MaybeDelivered: true}, smtp550, []string{"MaybeDelivered = true, want false"}},
 		{"stall without maybe", &transport.Error{Kind: transport.Temporary}, expected[StallAfterData], []string{"MaybeDelivered = false, want true"}},
-		{"hang as connection", &transport.Error{Kind: transport.Connection}, expected[Hang], nil},
-		{"hang as permanent", &transport.Error{Kind: transport.Permanent}, expected[Hang], []string{"want connection or temporary"}},
+		{"hang as connection", &transport.Error{Kind: transport.Connection, Scope: transport.ScopeLane}, expected[Hang], nil},
+		{"hang as permanent", &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeLane}, expected[Hang], []string{"want connection or temporary", "Permanent with scope lane"}},
 		{"429 without hint", &transport.Error{Kind: transport.Temporary, Code: 429}, expected[HTTP429], []string{"RetryAfter = 0s, want 7s"}},
 		{"429 with hint", &transport.Error{Kind: transport.Temporary, Code: 429, RetryAfter: 7 * time.Second}, expected[HTTP429], nil},
 	}
