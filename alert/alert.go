@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/queue"
 )
 
@@ -168,7 +169,7 @@ func (a *Alerter) Run(ctx context.Context) {
 // shutdown), so that its end does not count as a restart.
 func (a *Alerter) Close(ctx context.Context) error {
 	for _, l := range a.watched() {
-		if _, err := a.db.ExecContext(ctx, `UPDATE mailspool_runs SET clean = 1, seen_at = ? WHERE lane = ? AND worker = ?`,
+		if _, err := a.db.ExecContext(ctx, placeholder.For(a.db, `UPDATE mailspool_runs SET clean = 1, seen_at = ? WHERE lane = ? AND worker = ?`),
 			time.Now().UnixMilli(), l.q.Lane().Name, a.opts.Worker); err != nil {
 			return fmt.Errorf("alert: recording a clean exit: %w", err)
 		}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/mailspool/mailspool/internal/placeholder"
 )
 
 // postLease is how long the process that won a condition's row has to
@@ -26,11 +28,11 @@ func defaultWorker() string {
 // older than a day.
 func (a *Alerter) started(ctx context.Context) error {
 	now := time.Now().UnixMilli()
-	if _, err := a.db.ExecContext(ctx, `DELETE FROM mailspool_runs WHERE seen_at < ?`, now-(24*time.Hour).Milliseconds()); err != nil {
+	if _, err := a.db.ExecContext(ctx, placeholder.For(a.db, `DELETE FROM mailspool_runs WHERE seen_at < ?`), now-(24*time.Hour).Milliseconds()); err != nil {
 		return fmt.Errorf("alert: forgetting old runs: %w", err)
 	}
 	for _, l := range a.watched() {
-		if _, err := a.db.ExecContext(ctx, `INSERT INTO mailspool_runs (lane, worker, started_at, seen_at, clean) VALUES (?, ?, ?, ?, 0)`,
+		if _, err := a.db.ExecContext(ctx, placeholder.For(a.db, `INSERT INTO mailspool_runs (lane, worker, started_at, seen_at, clean) VALUES (?, ?, ?, ?, 0)`),
 			l.q.Lane().Name, a.opts.Worker, now, now); err != nil {
 			return fmt.Errorf("alert: recording the start (run 'mailspool migrate' if mailspool_runs is missing): %w", err)
 		}
@@ -43,11 +45,11 @@ func (a *Alerter) started(ctx context.Context) error {
 // clean whose heartbeat stopped more than three intervals ago.
 func (a *Alerter) restarts(ctx context.Context, lane string, now time.Time) (int, error) {
 	ms := now.UnixMilli()
-	if _, err := a.db.ExecContext(ctx, `UPDATE mailspool_runs SET seen_at = ? WHERE lane = ? AND worker = ? AND clean = 0`, ms, lane, a.opts.Worker); err != nil {
+	if _, err := a.db.ExecContext(ctx, placeholder.For(a.db, `UPDATE mailspool_runs SET seen_at = ? WHERE lane = ? AND worker = ? AND clean = 0`), ms, lane, a.opts.Worker); err != nil {
 		return 0, fmt.Errorf("alert: lane %s: heartbeat: %w", lane, err)
 	}
 	var n int
-	err := a.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM mailspool_runs WHERE lane = ? AND clean = 0 AND worker <> ? AND seen_at < ? AND seen_at > ?`,
+	err := a.db.QueryRowContext(ctx, placeholder.For(a.db, `SELECT COUNT(*) FROM mailspool_runs WHERE lane = ? AND clean = 0 AND worker <> ? AND seen_at < ? AND seen_at > ?`),
 		lane, a.opts.Worker, ms-3*a.opts.Interval.Milliseconds(), ms-time.Hour.Milliseconds()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("alert: lane %s: counting restarts: %w", lane, err)
@@ -66,14 +68,14 @@ type condState struct {
 func (a *Alerter) load(ctx context.Context, lane, cond string) (condState, error) {
 	var s condState
 	read := func() error {
-		return a.db.QueryRowContext(ctx, `SELECT seen_at, notified, since FROM mailspool_alerts WHERE lane = ? AND cond = ?`, lane, cond).
+		return a.db.QueryRowContext(ctx, placeholder.For(a.db, `SELECT seen_at, notified, since FROM mailspool_alerts WHERE lane = ? AND cond = ?`), lane, cond).
 			Scan(&s.seenAt, &s.notified, &s.since)
 	}
 	err := read()
 	if errors.Is(err, sql.ErrNoRows) {
 		// Another process may insert it at the same moment: then its
 		// INSERT wins and ours fails on the key; read again either way.
-		_, insErr := a.db.ExecContext(ctx, `INSERT INTO mailspool_alerts (lane, cond) VALUES (?, ?)`, lane, cond)
+		_, insErr := a.db.ExecContext(ctx, placeholder.For(a.db, `INSERT INTO mailspool_alerts (lane, cond) VALUES (?, ?)`), lane, cond)
 		if err = read(); err != nil && insErr != nil {
 			err = insErr
 		}
@@ -94,7 +96,7 @@ func (a *Alerter) settle(ctx context.Context, lane string, o observation, now ti
 		return err
 	}
 	if o.active {
-		if _, err := a.db.ExecContext(ctx, `UPDATE mailspool_alerts SET seen_at = ? WHERE lane = ? AND cond = ?`, ms, lane, o.cond); err != nil {
+		if _, err := a.db.ExecContext(ctx, placeholder.For(a.db, `UPDATE mailspool_alerts SET seen_at = ? WHERE lane = ? AND cond = ?`), ms, lane, o.cond); err != nil {
 			return fmt.Errorf("alert: lane %s: recording %s: %w", lane, o.cond, err)
 		}
 		st.seenAt = ms
@@ -106,7 +108,7 @@ func (a *Alerter) settle(ctx context.Context, lane string, o observation, now ti
 	if want == st.notified {
 		return nil
 	}
-	res, err := a.db.ExecContext(ctx, `UPDATE mailspool_alerts SET lease_until = ? WHERE lane = ? AND cond = ? AND notified = ? AND lease_until < ?`,
+	res, err := a.db.ExecContext(ctx, placeholder.For(a.db, `UPDATE mailspool_alerts SET lease_until = ? WHERE lane = ? AND cond = ? AND notified = ? AND lease_until < ?`),
 		ms+postLease.Milliseconds(), lane, o.cond, st.notified, ms)
 	if err != nil {
 		return fmt.Errorf("alert: lane %s: taking %s: %w", lane, o.cond, err)
@@ -126,10 +128,10 @@ func (a *Alerter) settle(ctx context.Context, lane string, o observation, now ti
 	}
 	if err := a.post(ctx, msg); err != nil {
 		// Let the next check (of any process) try again.
-		_, _ = a.db.ExecContext(context.WithoutCancel(ctx), `UPDATE mailspool_alerts SET lease_until = 0 WHERE lane = ? AND cond = ?`, lane, o.cond)
+		_, _ = a.db.ExecContext(context.WithoutCancel(ctx), placeholder.For(a.db, `UPDATE mailspool_alerts SET lease_until = 0 WHERE lane = ? AND cond = ?`), lane, o.cond)
 		return fmt.Errorf("alert: lane %s: %s %s: %w", lane, o.cond, msg.State, err)
 	}
-	if _, err := a.db.ExecContext(context.WithoutCancel(ctx), `UPDATE mailspool_alerts SET notified = ?, since = ?, lease_until = 0 WHERE lane = ? AND cond = ?`,
+	if _, err := a.db.ExecContext(context.WithoutCancel(ctx), placeholder.For(a.db, `UPDATE mailspool_alerts SET notified = ?, since = ?, lease_until = 0 WHERE lane = ? AND cond = ?`),
 		want, since, lane, o.cond); err != nil {
 		return fmt.Errorf("alert: lane %s: recording the %s message of %s: %w", lane, msg.State, o.cond, err)
 	}

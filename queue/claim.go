@@ -39,7 +39,7 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 
 	var jobs []*job
 	contended, left := false, false
-	if !q.d.sqlite && q.d.skipLocked {
+	if q.d.mysqlSkipLocked() {
 		if jobs, contended, left, err = q.pickLocking(ctx, tx, cur, now, n); err != nil {
 			return nil, err
 		}
@@ -230,9 +230,11 @@ func lastDue(jobs []*job) dueKey {
 }
 
 // pickQuery is the claim's SELECT for one status where the pick is one
-// statement (SQLite, and MySQL without SKIP LOCKED; see pickLocking for
-// the others); it reads exactly the rows it returns from the (status,
-// next_run, id) index.
+// statement (SQLite, PostgreSQL, and MySQL without SKIP LOCKED; see
+// pickLocking for MySQL/MariaDB with it): on PostgreSQL, SKIP LOCKED tests
+// a row's lock on the tuple the index led it to and keeps no lock on the
+// rows it skips, so the single statement is the cheap one there. It reads
+// exactly the rows it returns from the (status, next_run, id) index.
 // With after, it starts after a given row.
 func (q *Queue) pickQuery(after bool) string {
 	return q.d.bounded(q.pickSelect(after) + q.d.lockSkip())

@@ -71,6 +71,10 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 	// column (the finish time, sent_at and provider_id of a sent batch);
 	// as integers the whole UPDATE costs about a quarter less. Ids never
 	// reach 2^63, where the cast would wrap.
+	idInt := "CAST(id AS SIGNED)"
+	if q.d.postgres {
+		idInt = "id" // BIGINT already
+	}
 	setCase := func(col string, include func(u *rowUpdate) bool, value func(u *rowUpdate) any) {
 		if same := value(&ups[0]); include(&ups[0]) && !slices.ContainsFunc(ups[1:], func(u rowUpdate) bool {
 			return !include(&u) || value(&u) != same
@@ -86,7 +90,7 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 				continue
 			}
 			if first {
-				b.WriteString(", " + col + " = CASE CAST(id AS SIGNED)")
+				b.WriteString(", " + col + " = CASE " + idInt)
 				first = false
 			}
 			b.WriteString(" WHEN ? THEN ?")

@@ -24,8 +24,8 @@ func TestCompleteWritesEachRowItsOwnState(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, jobs, 10)
 		// A release keeps the row's earlier outcome: give those rows one.
-		_, err = s.db.ExecContext(ctx, `UPDATE `+q.table+` SET last_kind = 'temporary', last_code = 451, last_error = 'earlier', last_rule = 'old'
-  WHERE id IN (?, ?)`, ids[4], ids[9])
+		_, err = s.db.ExecContext(ctx, q.d.rebind(`UPDATE `+q.table+` SET last_kind = 'temporary', last_code = 451, last_error = 'earlier', last_rule = 'old'
+  WHERE id IN (?, ?)`), ids[4], ids[9])
 		require.NoError(t, err)
 
 		mixed := []rowUpdate{
@@ -61,7 +61,7 @@ func TestCompleteWritesEachRowItsOwnState(t *testing.T) {
 			r := readRow(t, q, u.id)
 			var sentAt int64
 			var rule string
-			require.NoError(t, s.db.QueryRowContext(ctx, `SELECT sent_at, last_rule FROM `+q.table+` WHERE id = ?`, u.id).Scan(&sentAt, &rule))
+			require.NoError(t, s.db.QueryRowContext(ctx, rebindFor(t, s.db, `SELECT sent_at, last_rule FROM `+q.table+` WHERE id = ?`), u.id).Scan(&sentAt, &rule))
 			want := rowState{Status: u.status, Attempts: u.attempts, Crashes: u.crashes, NextRun: u.nextRun,
 				LastKind: u.lastKind, LastCode: u.lastCode, MaybeDelivered: boolInt(u.maybeDelivered), LastError: u.lastError, ProviderID: u.providerID}
 			if !u.hasOutcome {

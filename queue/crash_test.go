@@ -237,7 +237,7 @@ func TestSuspectIsSentAlone(t *testing.T) {
 		require.NoError(t, err)
 		id, err := q.Enqueue(ctx, tx, testMessage("suspect@example.com"))
 		require.NoError(t, err)
-		_, err = tx.ExecContext(ctx, `UPDATE `+q.table+` SET crashes = 1 WHERE id = ?`, id)
+		_, err = tx.ExecContext(ctx, rebindFor(t, s.db, `UPDATE `+q.table+` SET crashes = 1 WHERE id = ?`), id)
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit())
 		time.Sleep(300 * time.Millisecond) // time enough to claim it, were it allowed to go

@@ -26,7 +26,7 @@ func TestCursorStillClaimsRowsBehindIt(t *testing.T) {
 		// A row due before the cursor's position: the next full pick is
 		// still served from the cursor on.
 		late := ids[11]
-		_, err := s.db.ExecContext(ctx, `UPDATE `+q.table+` SET next_run = ? WHERE id = ?`, q.now()-1, late)
+		_, err := s.db.ExecContext(ctx, rebindFor(t, s.db, `UPDATE `+q.table+` SET next_run = ? WHERE id = ?`), q.now()-1, late)
 		require.NoError(t, err)
 		assert.Equal(t, ids[3:6], claimIDs(3), "picks go on from the cursor")
 
@@ -35,7 +35,7 @@ func TestCursorStillClaimsRowsBehindIt(t *testing.T) {
 		assert.Equal(t, []int64{late, ids[6], ids[7]}, claimIDs(3), "the row behind the cursor first")
 
 		// A short pick from the cursor also looks at the front.
-		_, err = s.db.ExecContext(ctx, `UPDATE `+q.table+` SET next_run = ? WHERE id = ?`, q.now()-1, ids[10])
+		_, err = s.db.ExecContext(ctx, rebindFor(t, s.db, `UPDATE `+q.table+` SET next_run = ? WHERE id = ?`), q.now()-1, ids[10])
 		require.NoError(t, err)
 		assert.ElementsMatch(t, []int64{ids[8], ids[9], ids[10]}, claimIDs(5), "a short pick takes the rest, wherever it is due")
 		assert.Empty(t, claimIDs(5))

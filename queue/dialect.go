@@ -13,10 +13,12 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// dialect holds the few places where MySQL/MariaDB and SQLite differ.
+// dialect holds the few places where MySQL/MariaDB, PostgreSQL and SQLite
+// differ.
 type dialect struct {
 	sqlite     bool
-	mariadb    bool // MariaDB rather than MySQL (only when !sqlite)
+	postgres   bool // PostgreSQL through pgx's database/sql driver (postgres.go)
+	mariadb    bool // MariaDB rather than MySQL (only when neither sqlite nor postgres)
 	skipLocked bool // the server has SELECT ... FOR UPDATE SKIP LOCKED
 	// returning: INSERT ... RETURNING, with scalar subqueries in it
 	// (SQLite, MariaDB >= 10.5; not MySQL).
@@ -33,6 +35,8 @@ func detectDialect(ctx context.Context, db *sql.DB) (dialect, error) {
 	switch name := fmt.Sprintf("%T", db.Driver()); {
 	case strings.Contains(name, "sqlite"):
 		return dialect{sqlite: true, returning: true}, nil
+	case isPgx(db.Driver()):
+		return dialect{postgres: true, skipLocked: true, returning: true}, nil
 	case strings.Contains(name, "mysql"):
 		var version string
 		if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
@@ -40,7 +44,7 @@ func detectDialect(ctx context.Context, db *sql.DB) (dialect, error) {
 		}
 		return mysqlDialect(version), nil
 	default:
-		return dialect{}, fmt.Errorf("queue: unsupported database driver %s (want go-sql-driver/mysql or modernc.org/sqlite)", name)
+		return dialect{}, fmt.Errorf("queue: unsupported database driver %s (want go-sql-driver/mysql, github.com/jackc/pgx/v5/stdlib or modernc.org/sqlite)", name)
 	}
 }
 
@@ -83,6 +87,10 @@ func (d dialect) bounded(stmt string) string {
 	switch {
 	case d.sqlite:
 		return stmt // busy_timeout bounds lock waits; there is no server
+	case d.postgres:
+		// The connection's lock_timeout bounds lock waits (see
+		// checkPostgres); the text only needs PostgreSQL's placeholders.
+		return d.rebind(stmt)
 	case d.mariadb:
 		return fmt.Sprintf("SET STATEMENT max_statement_time=%d, innodb_lock_wait_timeout=%d FOR %s", secs, secs, stmt)
 	case strings.HasPrefix(stmt, "SELECT"):
@@ -108,11 +116,15 @@ func (d dialect) bounded(stmt string) string {
 // 100 000 mails with four worker processes). SQLite reads an id list by
 // rowid on its own.
 func (d dialect) byID() string {
-	if d.sqlite {
+	if d.sqlite || d.postgres {
 		return ""
 	}
 	return " FORCE INDEX (PRIMARY)"
 }
+
+// mysqlSkipLocked: the claim picks in two steps (pickLocking), as it
+// does on MySQL/MariaDB with SKIP LOCKED.
+func (d dialect) mysqlSkipLocked() bool { return !d.sqlite && !d.postgres && d.skipLocked }
 
 // lockSkip is appended to the claim SELECT: lock the picked rows and skip
 // rows other claimers hold, where the server can.
@@ -149,7 +161,7 @@ func (d dialect) txOptions() *sql.TxOptions {
 // reads and updates behave the same under READ UNCOMMITTED as under READ
 // COMMITTED. Elsewhere (SQLite, no SKIP LOCKED, TiDB), txOptions.
 func (d dialect) claimTxOptions() *sql.TxOptions {
-	if !d.sqlite && d.skipLocked && d.readUncommitted {
+	if !d.sqlite && !d.postgres && d.skipLocked && d.readUncommitted {
 		return &sql.TxOptions{Isolation: sql.LevelReadUncommitted}
 	}
 	return d.txOptions()
@@ -214,15 +226,15 @@ func (q *Queue) beginWriteWith(ctx context.Context, opts *sql.TxOptions) (tx *sq
 }
 
 // isLockConflict reports whether err is a MySQL deadlock (1213) or lock
-// wait timeout (1205).
+// wait timeout (1205), or PostgreSQL's (see pgLockConflict).
 func isLockConflict(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) || pgLockConflict(err)
 }
 
 // quote quotes an identifier that was validated by validTable.
 func (d dialect) quote(ident string) string {
-	if d.sqlite {
+	if d.sqlite || d.postgres {
 		return `"` + ident + `"`
 	}
 	return "`" + ident + "`"
@@ -243,6 +255,8 @@ func (d dialect) lockBounded(stmt string, secs int) string {
 	switch {
 	case d.sqlite:
 		return stmt // the busy timeout bounds SQLite's waits
+	case d.postgres:
+		return d.rebind(stmt) // the connection's lock_timeout bounds the wait
 	case d.mariadb:
 		return fmt.Sprintf("SET STATEMENT lock_wait_timeout=%d, innodb_lock_wait_timeout=%d FOR %s", secs, secs, stmt)
 	default:

@@ -169,6 +169,13 @@ func (q *Queue) enqueueOwnTx(ctx context.Context, db *sql.DB, m *transport.Messa
 		return 0, fmt.Errorf("queue: enqueue: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if q.d.postgres {
+		// The lane's lock timeout, for this transaction only; in the
+		// caller's own transaction the connection's lock_timeout applies.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%ds'", q.lockWait)); err != nil {
+			return 0, fmt.Errorf("queue: enqueue: %w", err)
+		}
+	}
 	id, err := q.enqueueInTx(ctx, tx, m, o, now)
 	if err != nil {
 		return 0, err
@@ -217,12 +224,12 @@ func (q *Queue) enqueueInTx(ctx context.Context, exec DBTX, m *transport.Message
 	if err == nil {
 		return id, nil
 	}
-	if undo != nil && !txRolledBack(err) {
+	if undo != nil && !q.txRolledBack(err) {
 		if uerr := undo(); uerr != nil {
 			return 0, errors.Join(err, uerr)
 		}
 	}
-	if o.idemKey != "" {
+	if o.idemKey != "" && (!q.d.postgres || errors.Is(err, errIdemTaken)) {
 		// A concurrent enqueue with the same key committed first: the
 		// unique index refused ours. Return that row (without our counts).
 		if id, found, err2 := q.idempotent(ctx, exec, o.idemKey, true); err2 == nil && found {
@@ -234,10 +241,20 @@ func (q *Queue) enqueueInTx(ctx context.Context, exec DBTX, m *transport.Message
 
 // txRolledBack reports an error after which the server has rolled the
 // whole transaction back (a MySQL deadlock): there is nothing left to undo,
-// and a statement now would run outside the transaction.
-func txRolledBack(err error) bool {
+// and a statement now would run outside the transaction. On PostgreSQL,
+// every error of the server's: the transaction (or the savepoint) refuses
+// every statement until it is rolled back, which undoes the counts.
+func (q *Queue) txRolledBack(err error) bool {
+	if q.d.postgres {
+		return pgAborted(err)
+	}
 	return strings.Contains(err.Error(), "Error 1213")
 }
+
+// errIdemTaken: on PostgreSQL the INSERT of a mail whose idempotency key
+// another enqueue wrote first does nothing (ON CONFLICT DO NOTHING), rather
+// than fail and abort the caller's transaction.
+var errIdemTaken = errors.New("queue: enqueue: the idempotency key was taken by a concurrent enqueue")
 
 // insertRow is the INSERT of the mail's row: one statement (on SQLite two:
 // the bodies first, taken back if the row cannot be written).
@@ -270,6 +287,17 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 		// The row's own text_body, html_body and headers (the last three
 		// arguments) stay empty.
 		args = append(args[:len(args)-3], "", "", "", bodyID)
+	}
+	if q.d.postgres {
+		var id int64
+		err := exec.QueryRowContext(ctx, q.inserts.rowSQL, args...).Scan(&id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, errIdemTaken
+		case err != nil:
+			return 0, fmt.Errorf("queue: enqueue into %s: %w", q.lane.Table, q.lockError(err))
+		}
+		return id, nil
 	}
 	res, err := q.execPrepared(ctx, exec, q.inserts.row, q.inserts.rowSQL, args...)
 	err = q.lockError(err)
@@ -305,7 +333,12 @@ func (q *Queue) prepareInserts(ctx context.Context) {
   message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name,
   subject, text_body, html_body, headers`
 	values := `0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
-	if !q.d.sqlite {
+	switch {
+	case q.d.postgres:
+		// A key another enqueue wrote first returns no id (errIdemTaken).
+		q.inserts.rowSQL = q.d.rebind(`INSERT INTO ` + q.table + ` (` + cols + `) VALUES (` + values + `) ON CONFLICT (idem_key) DO NOTHING RETURNING id`)
+		return
+	case !q.d.sqlite:
 		q.inserts.rowSQL = q.d.lockBounded(`INSERT INTO `+q.table+` (`+cols+`) VALUES (`+values+`)`, q.lockWait)
 		return
 	}
@@ -335,7 +368,10 @@ func (q *Queue) insertBodies(ctx context.Context, exec DBTX, m *transport.Messag
 // duplicate check already holds instead of deadlocking with other waiters.
 func (q *Queue) idempotent(ctx context.Context, exec DBTX, key string, locked bool) (int64, bool, error) {
 	lock := ""
-	if locked && !q.d.sqlite {
+	switch {
+	case locked && q.d.postgres:
+		lock = " FOR SHARE"
+	case locked && !q.d.sqlite:
 		lock = " LOCK IN SHARE MODE"
 	}
 	var id int64
@@ -414,6 +450,9 @@ func recipientKey(addr string) string {
 // lockError turns a lock wait timeout (MySQL/MariaDB error 1205) into an
 // error that says what happened.
 func (q *Queue) lockError(err error) error {
+	if err != nil && pgLockTimeout(err) {
+		return fmt.Errorf("queue: enqueue into %s: waited more than its lock_timeout for a lock on the queue tables (another session holds them: LOCK TABLE, a schema change, a long transaction); nothing was written: %w", q.lane.Table, err)
+	}
 	if err != nil && strings.Contains(err.Error(), "Error 1205") {
 		return fmt.Errorf("queue: enqueue into %s: waited more than %ds for a lock on the queue tables (another session holds them: LOCK TABLES, a schema change, a long transaction); nothing was written: %w", q.lane.Table, q.lockWait, err)
 	}

@@ -207,7 +207,7 @@ func TestEnqueueStoresTheFinalMessage(t *testing.T) {
 		want.MessageID = j.msg.MessageID
 		assert.Equal(t, want, j.msg)
 		var tmpl string
-		require.NoError(t, s.db.QueryRow(`SELECT template FROM `+q.table+` WHERE id = ?`, id).Scan(&tmpl))
+		require.NoError(t, s.db.QueryRow(rebindFor(t, s.db, `SELECT template FROM `+q.table+` WHERE id = ?`), id).Scan(&tmpl))
 		assert.Equal(t, "welcome", tmpl)
 	})
 }

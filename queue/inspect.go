@@ -100,7 +100,7 @@ func scanRow(sc scanner) (Row, error) {
 
 // Row reads one mail of the lane by id.
 func (q *Queue) Row(ctx context.Context, id int64) (Row, error) {
-	r, err := scanRow(q.db.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM `+q.table+` WHERE id = ?`, id))
+	r, err := scanRow(q.db.QueryRowContext(ctx, q.d.rebind(`SELECT `+rowColumns+` FROM `+q.table+` WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, q.notFound(id)
 	}
@@ -121,7 +121,7 @@ func (q *Queue) Message(ctx context.Context, id int64) (*transport.Message, erro
 	var headers string
 	var missing bool
 	selectFrom, bodyMissing := q.withBodies(`message_id, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject`)
-	err := q.db.QueryRowContext(ctx, `SELECT `+bodyMissing+`, `+selectFrom+` WHERE t.id = ?`, id).
+	err := q.db.QueryRowContext(ctx, q.d.rebind(`SELECT `+bodyMissing+`, `+selectFrom+` WHERE t.id = ?`), id).
 		Scan(&missing, &m.MessageID, &m.From.Address, &m.From.Name, &m.To.Address, &m.To.Name, &m.ReplyTo.Address, &m.ReplyTo.Name,
 			&m.Subject, &m.Text, &m.HTML, &headers)
 	if errors.Is(err, sql.ErrNoRows) {

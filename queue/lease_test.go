@@ -70,7 +70,7 @@ func TestRescuerGivesAnExpiredLeaseTimeToBeRenewed(t *testing.T) {
 		}
 		expire := func() {
 			past := time.Now().Add(-time.Second).UnixMilli()
-			_, err := s.db.Exec(`UPDATE `+q.table+` SET next_run = ?, locked_until = ? WHERE locked_by = 'owner.1'`, past, past)
+			_, err := s.db.Exec(rebindFor(t, s.db, `UPDATE `+q.table+` SET next_run = ?, locked_until = ? WHERE locked_by = 'owner.1'`), past, past)
 			require.NoError(t, err)
 		}
 		held := func() int { return countRows(t, s.db, q.table, "status = 1 AND locked_by = 'owner.1'") }

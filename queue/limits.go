@@ -83,7 +83,14 @@ func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message
 	var upsert strings.Builder
 	var args, keys []any
 	upsert.WriteString(`INSERT INTO ` + q.limits + ` (lkey, window_start, n, prev_n) VALUES `)
-	perOf := "CASE lkey"
+	// old names a column of the stored row. PostgreSQL wants it
+	// qualified (excluded has the same columns) and the type of the
+	// per-limit windows spelled out.
+	old, perType := func(col string) string { return col }, "?"
+	if q.d.postgres {
+		old, perType = func(col string) string { return q.limits + "." + col }, "CAST(? AS BIGINT)"
+	}
+	perOf := "CASE " + old("lkey")
 	var perArgs []any
 	for i, c := range cs {
 		if i > 0 {
@@ -92,19 +99,19 @@ func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message
 		upsert.WriteString("(?, ?, 1, 0)")
 		args = append(args, c.key, c.window)
 		keys = append(keys, c.key)
-		perOf += " WHEN ? THEN ?"
+		perOf += " WHEN ? THEN " + perType
 		perArgs = append(perArgs, c.key, c.l.Per.Milliseconds())
 	}
 	perOf += " END"
-	newWindow, stored := "VALUES(window_start)", "window_start"
-	if q.d.sqlite {
+	newWindow, stored := "VALUES(window_start)", old("window_start")
+	if q.d.sqlite || q.d.postgres {
 		newWindow = "excluded.window_start"
 		upsert.WriteString(` ON CONFLICT (lkey) DO UPDATE SET`)
 	} else {
 		upsert.WriteString(` ON DUPLICATE KEY UPDATE`)
 	}
-	upsert.WriteString(` prev_n = CASE WHEN ` + newWindow + ` <= ` + stored + ` THEN prev_n WHEN ` + stored + ` = ` + newWindow + ` - (` + perOf + `) THEN n ELSE 0 END,
-  n = CASE WHEN ` + newWindow + ` <= ` + stored + ` THEN n + 1 ELSE 1 END,
+	upsert.WriteString(` prev_n = CASE WHEN ` + newWindow + ` <= ` + stored + ` THEN ` + old("prev_n") + ` WHEN ` + stored + ` = ` + newWindow + ` - (` + perOf + `) THEN ` + old("n") + ` ELSE 0 END,
+  n = CASE WHEN ` + newWindow + ` <= ` + stored + ` THEN ` + old("n") + ` + 1 ELSE 1 END,
   window_start = CASE WHEN ` + newWindow + ` <= ` + stored + ` THEN ` + stored + ` ELSE ` + newWindow + ` END`)
 	args = append(args, perArgs...)
 
@@ -127,7 +134,7 @@ func (q *Queue) countLimits(ctx context.Context, exec DBTX, m *transport.Message
 	}
 	in := "lkey IN (" + placeholders(len(keys)) + ")"
 	undo = func() error {
-		_, err := exec.ExecContext(context.WithoutCancel(ctx), `UPDATE `+q.limits+` SET n = n - 1 WHERE `+in, keys...)
+		_, err := exec.ExecContext(context.WithoutCancel(ctx), q.d.rebind(`UPDATE `+q.limits+` SET n = n - 1 WHERE `+in), keys...)
 		if err != nil {
 			return fmt.Errorf("queue: enqueue: taking back the rate-limit counts (roll the transaction back): %w", err)
 		}
@@ -203,7 +210,7 @@ func (q *Queue) readCountRow(ctx context.Context, exec DBTX, keys []any) (map[st
 		dst = append(dst, &vals[i][0], &vals[i][1])
 	}
 	b.WriteString(" FROM " + q.limits + " WHERE lkey IN (" + placeholders(len(keys)) + ")")
-	if err := exec.QueryRowContext(ctx, b.String(), append(args, keys...)...).Scan(dst...); err != nil {
+	if err := exec.QueryRowContext(ctx, q.d.rebind(b.String()), append(args, keys...)...).Scan(dst...); err != nil {
 		return nil, err
 	}
 	counts := map[string][2]int{}

@@ -53,7 +53,7 @@ func (q *Queue) where(f Filter) (string, []any, error) {
 		if err != nil {
 			return "", nil, fmt.Errorf("queue: recipient filter: %w", err)
 		}
-		if q.d.sqlite {
+		if q.d.sqlite || q.d.postgres {
 			conds, args = append(conds, "lower(to_addr) = lower(?)"), append(args, to)
 		} else {
 			// The server hashes the address the way the to_hash column

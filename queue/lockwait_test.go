@@ -27,15 +27,24 @@ func TestEnqueueBoundedUnderTableLock(t *testing.T) {
 			require.NoError(t, err)
 			defer db.Close()
 		}
+		if s.name == "postgres" {
+			// The connection's lock_timeout bounds the wait there.
+			db = s.openWith(t, "lock_timeout=1s")
+		}
 		q, err := New(ctx, db, Lane{RecipientLimit: SignupRecipientLimit, LockTimeout: time.Second}, nil)
 		require.NoError(t, err)
 
 		holder, err := s.db.Conn(ctx)
 		require.NoError(t, err)
 		defer holder.Close()
-		if s.name == "sqlite" {
+		switch s.name {
+		case "sqlite":
 			_, err = holder.ExecContext(ctx, "BEGIN IMMEDIATE")
-		} else {
+		case "postgres":
+			_, err = holder.ExecContext(ctx, "BEGIN")
+			require.NoError(t, err)
+			_, err = holder.ExecContext(ctx, "LOCK TABLE "+q.table+", "+q.limits+" IN ACCESS EXCLUSIVE MODE")
+		default:
 			_, err = holder.ExecContext(ctx, "LOCK TABLES "+q.table+" WRITE, "+q.limits+" WRITE")
 		}
 		require.NoError(t, err)
@@ -45,7 +54,10 @@ func TestEnqueueBoundedUnderTableLock(t *testing.T) {
 		if s.name == "mariadb" {
 			assert.Contains(t, err.Error(), "waited more than 1s for a lock")
 		}
-		if s.name == "sqlite" {
+		if s.name == "postgres" {
+			assert.Contains(t, err.Error(), "waited more than its lock_timeout for a lock")
+		}
+		if s.name != "mariadb" {
 			_, err = holder.ExecContext(ctx, "ROLLBACK")
 		} else {
 			_, err = holder.ExecContext(ctx, "UNLOCK TABLES")

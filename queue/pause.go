@@ -30,11 +30,11 @@ const maxPauseReason = 255
 func (q *Queue) Pause(ctx context.Context, reason string) error {
 	upsert := `INSERT INTO ` + q.lanes + ` (tbl, paused_at, pause_reason) VALUES (?, ?, ?)
   ON DUPLICATE KEY UPDATE paused_at = VALUES(paused_at), pause_reason = VALUES(pause_reason)`
-	if q.d.sqlite {
+	if q.d.sqlite || q.d.postgres {
 		upsert = `INSERT INTO ` + q.lanes + ` (tbl, paused_at, pause_reason) VALUES (?, ?, ?)
   ON CONFLICT (tbl) DO UPDATE SET paused_at = excluded.paused_at, pause_reason = excluded.pause_reason`
 	}
-	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, q.now(), textclip.Prefix(reason, maxPauseReason)); err != nil {
+	if _, err := q.db.ExecContext(ctx, q.d.rebind(upsert), q.lane.Table, q.now(), textclip.Prefix(reason, maxPauseReason)); err != nil {
 		return fmt.Errorf("queue: pausing lane %s: %w", q.lane.Name, err)
 	}
 	return nil
@@ -43,7 +43,7 @@ func (q *Queue) Pause(ctx context.Context, reason string) error {
 // Resume ends an operator's Pause of the lane; a breaker's hold is the
 // worker's and ends on its own.
 func (q *Queue) Resume(ctx context.Context) error {
-	if _, err := q.db.ExecContext(ctx, `UPDATE `+q.lanes+` SET paused_at = 0, pause_reason = '' WHERE tbl = ?`, q.lane.Table); err != nil {
+	if _, err := q.db.ExecContext(ctx, q.d.rebind(`UPDATE `+q.lanes+` SET paused_at = 0, pause_reason = '' WHERE tbl = ?`), q.lane.Table); err != nil {
 		return fmt.Errorf("queue: resuming lane %s: %w", q.lane.Name, err)
 	}
 	return nil
@@ -54,7 +54,7 @@ func (q *Queue) Resume(ctx context.Context) error {
 func (q *Queue) Paused(ctx context.Context) ([]Pause, error) {
 	var pausedAt, breakerUntil int64
 	var pauseReason, breakerReason string
-	err := q.db.QueryRowContext(ctx, `SELECT paused_at, pause_reason, breaker_until, breaker_reason FROM `+q.lanes+` WHERE tbl = ?`, q.lane.Table).
+	err := q.db.QueryRowContext(ctx, q.d.rebind(`SELECT paused_at, pause_reason, breaker_until, breaker_reason FROM `+q.lanes+` WHERE tbl = ?`), q.lane.Table).
 		Scan(&pausedAt, &pauseReason, &breakerUntil, &breakerReason)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -75,7 +75,7 @@ func (q *Queue) Paused(ctx context.Context) ([]Pause, error) {
 // operatorPaused reports whether an operator paused the lane.
 func (q *Queue) operatorPaused(ctx context.Context) (bool, error) {
 	var pausedAt int64
-	err := q.db.QueryRowContext(ctx, `SELECT paused_at FROM `+q.lanes+` WHERE tbl = ?`, q.lane.Table).Scan(&pausedAt)
+	err := q.db.QueryRowContext(ctx, q.d.rebind(`SELECT paused_at FROM `+q.lanes+` WHERE tbl = ?`), q.lane.Table).Scan(&pausedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -94,11 +94,11 @@ func (q *Queue) holdByBreaker(ctx context.Context, until time.Time, reason strin
 	}
 	upsert := `INSERT INTO ` + q.lanes + ` (tbl, breaker_until, breaker_reason) VALUES (?, ?, ?)
   ON DUPLICATE KEY UPDATE breaker_until = VALUES(breaker_until), breaker_reason = VALUES(breaker_reason)`
-	if q.d.sqlite {
+	if q.d.sqlite || q.d.postgres {
 		upsert = `INSERT INTO ` + q.lanes + ` (tbl, breaker_until, breaker_reason) VALUES (?, ?, ?)
   ON CONFLICT (tbl) DO UPDATE SET breaker_until = excluded.breaker_until, breaker_reason = excluded.breaker_reason`
 	}
-	if _, err := q.db.ExecContext(ctx, upsert, q.lane.Table, ms, textclip.Prefix(reason, maxPauseReason)); err != nil {
+	if _, err := q.db.ExecContext(ctx, q.d.rebind(upsert), q.lane.Table, ms, textclip.Prefix(reason, maxPauseReason)); err != nil {
 		return fmt.Errorf("queue: recording lane %s's breaker: %w", q.lane.Name, err)
 	}
 	return nil

@@ -34,7 +34,8 @@ func waitProgress(t testing.TB, what string, stall time.Duration, want int, coun
 
 // pauseStore makes the database unwritable from other connections until
 // the returned function is called: MariaDB holds LOCK TABLES ... WRITE on
-// the table (reads wait too), SQLite holds BEGIN IMMEDIATE (readers go on).
+// the table (reads wait too), PostgreSQL LOCK TABLE in ACCESS EXCLUSIVE
+// mode (reads wait too), SQLite holds BEGIN IMMEDIATE (readers go on).
 func pauseStore(t *testing.T, s store, table string) (resume func()) {
 	t.Helper()
 	ctx := context.Background()
@@ -42,8 +43,13 @@ func pauseStore(t *testing.T, s store, table string) (resume func()) {
 	conn, err := db.Conn(ctx)
 	require.NoError(t, err)
 	lock, unlock := "LOCK TABLES "+table+" WRITE", "UNLOCK TABLES"
-	if s.name == "sqlite" {
+	switch s.name {
+	case "sqlite":
 		lock, unlock = "BEGIN IMMEDIATE", "ROLLBACK"
+	case "postgres":
+		_, err = conn.ExecContext(ctx, "BEGIN")
+		require.NoError(t, err)
+		lock, unlock = "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE", "ROLLBACK"
 	}
 	_, err = conn.ExecContext(ctx, lock)
 	require.NoError(t, err)

@@ -109,13 +109,18 @@ type Options struct {
 const DefaultLockTimeout = 5 * time.Second
 
 // New returns the Queue for lane on db, which must be a MySQL/MariaDB
-// (github.com/go-sql-driver/mysql) or SQLite (modernc.org/sqlite) handle.
-// It does not create tables; run Migrate first. nil opts means defaults.
+// (github.com/go-sql-driver/mysql), PostgreSQL (github.com/jackc/pgx/v5/stdlib)
+// or SQLite (modernc.org/sqlite) handle. It does not create tables; run
+// Migrate first. nil opts means defaults.
 //
 // An SQLite handle must have a busy timeout and begin its transactions
 // IMMEDIATE, so that concurrent writers queue up instead of failing with
 // SQLITE_BUSY; New returns an error saying how to open it otherwise.
 // Package dburl opens it so: dburl.Open("sqlite:path/to/file.db").
+//
+// A PostgreSQL handle must bound its lock waits (lock_timeout), which
+// stand in for the lane's LockTimeout there; dburl.Open("postgres://...")
+// sets it to 5s.
 func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, error) {
 	if db == nil {
 		return nil, errors.New("queue: New with a nil *sql.DB")
@@ -130,6 +135,11 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	}
 	if d.sqlite {
 		if err := checkSQLite(ctx, db); err != nil {
+			return nil, err
+		}
+	}
+	if d.postgres {
+		if err := checkPostgres(ctx, db); err != nil {
 			return nil, err
 		}
 	}

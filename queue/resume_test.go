@@ -18,7 +18,7 @@ func TestResumeDeferredAfterAnOutage(t *testing.T) {
 		ids := enqueueN(t, q, 1203)
 		now := clock.Now()
 		set := func(where string, status int, kind string, nextRun time.Time, args ...any) {
-			_, err := s.db.Exec(`UPDATE `+q.table+` SET status = ?, last_kind = ?, next_run = ? WHERE `+where,
+			_, err := s.db.Exec(rebindFor(t, s.db, `UPDATE `+q.table+` SET status = ?, last_kind = ?, next_run = ? WHERE `+where),
 				append([]any{status, kind, nextRun.UnixMilli()}, args...)...)
 			require.NoError(t, err)
 		}

@@ -8,7 +8,7 @@ import (
 
 // SchemaSQL returns the statements that bring table from schema version
 // from (0: the table does not exist) to SchemaVersion on store, "mysql"
-// (MySQL and MariaDB) or "sqlite": the statements Migrate runs, ending with
+// (MySQL and MariaDB), "postgres" or "sqlite": the statements Migrate runs, ending with
 // the shared tables (SharedTables) and the ones that record the version in
 // mailspool_schema, so that CheckSchema and Migrate accept the result. It is
 // for an application that applies its schema with its own tool (goose,
@@ -17,10 +17,12 @@ func SchemaSQL(store, table string, from int) ([]string, error) {
 	var d dialect
 	switch store {
 	case "mysql":
+	case "postgres":
+		d.postgres = true
 	case "sqlite":
 		d.sqlite = true
 	default:
-		return nil, fmt.Errorf("queue: unknown store %q (want mysql or sqlite)", store)
+		return nil, fmt.Errorf("queue: unknown store %q (want mysql, postgres or sqlite)", store)
 	}
 	if err := validTable(table); err != nil {
 		return nil, err
@@ -39,8 +41,12 @@ func SchemaSQL(store, table string, from int) ([]string, error) {
 	}
 	record := fmt.Sprintf(`INSERT INTO %s (tbl, version, applied_at) VALUES ('%s', %d, UNIX_TIMESTAMP() * 1000)
   ON DUPLICATE KEY UPDATE version = VALUES(version), applied_at = VALUES(applied_at)`, d.quote(schemaTable), table, SchemaVersion())
-	if d.sqlite {
+	switch {
+	case d.sqlite:
 		record = fmt.Sprintf(`INSERT INTO %s (tbl, version, applied_at) VALUES ('%s', %d, CAST(strftime('%%s', 'now') AS INTEGER) * 1000)
+  ON CONFLICT (tbl) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`, d.quote(schemaTable), table, SchemaVersion())
+	case d.postgres:
+		record = fmt.Sprintf(`INSERT INTO %s (tbl, version, applied_at) VALUES ('%s', %d, CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT))
   ON CONFLICT (tbl) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`, d.quote(schemaTable), table, SchemaVersion())
 	}
 	// The shared tables (alerts, runs) are created IF NOT EXISTS: harmless
@@ -63,8 +69,11 @@ func TableVersion(ctx context.Context, db *sql.DB, table string) (int, error) {
 	}
 	var exists int
 	q := `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`
-	if d.sqlite {
+	switch {
+	case d.sqlite:
 		q = `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
+	case d.postgres:
+		q = `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1`
 	}
 	if err := db.QueryRowContext(ctx, q, schemaTable).Scan(&exists); err != nil {
 		return 0, fmt.Errorf("queue: looking for %s: %w", schemaTable, err)

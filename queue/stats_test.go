@@ -21,7 +21,7 @@ func TestStatsCleanupAndMigrate(t *testing.T) {
 		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
 		ids := enqueueN(t, q, 10)
 		set := func(id int64, status int, nextRun time.Time) {
-			_, err := s.db.Exec(`UPDATE `+q.table+` SET status = ?, next_run = ? WHERE id = ?`, status, nextRun.UnixMilli(), id)
+			_, err := s.db.Exec(rebindFor(t, s.db, `UPDATE `+q.table+` SET status = ?, next_run = ? WHERE id = ?`), status, nextRun.UnixMilli(), id)
 			require.NoError(t, err)
 		}
 		now := clock.Now()
@@ -115,7 +115,7 @@ func TestStatsOldestDue(t *testing.T) {
 		ids := enqueueN(t, q, 3)
 		now := clock.Now()
 		set := func(id int64, status int, nextRun time.Time) {
-			_, err := s.db.Exec(`UPDATE `+q.table+` SET status = ?, next_run = ? WHERE id = ?`, status, nextRun.UnixMilli(), id)
+			_, err := s.db.Exec(rebindFor(t, s.db, `UPDATE `+q.table+` SET status = ?, next_run = ? WHERE id = ?`), status, nextRun.UnixMilli(), id)
 			require.NoError(t, err)
 		}
 		set(ids[0], StatusPending, now.Add(-3*time.Minute))

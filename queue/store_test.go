@@ -28,11 +28,22 @@ func mariaDBURL() string {
 	return "mysql://root@127.0.0.1:3306/test"
 }
 
+// postgresURL is the server the PostgreSQL third of the suite runs on;
+// each test gets a database of its own there.
+func postgresURL() string {
+	if u := os.Getenv("MAILSPOOL_TEST_POSTGRES"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres"
+}
+
+const startPostgres = "start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (see README.md, Tests), or set MAILSPOOL_TEST_POSTGRES"
+
 const startMariaDB = "start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql (see README.md, Tests), or set MAILSPOOL_TEST_MYSQL"
 
 // store is one database a test runs against.
 type store struct {
-	name string // "sqlite" or "mariadb"
+	name string // "sqlite", "mariadb" or "postgres"
 	url  string
 	db   *sql.DB
 }
@@ -46,9 +57,23 @@ func (s store) open(t testing.TB) *sql.DB {
 	return db
 }
 
-// forEachStore runs f as a subtest on a fresh SQLite file and on a fresh
-// MariaDB database, both migrated. Under CI=true an unreachable MariaDB
-// fails the test; elsewhere it skips the MariaDB half, saying how to start it.
+// openWith is open with the URL's parameters extended by params.
+func (s store) openWith(t testing.TB, params string) *sql.DB {
+	t.Helper()
+	sep := "?"
+	if strings.Contains(s.url, "?") {
+		sep = "&"
+	}
+	db, err := dburl.Open(s.url + sep + params)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// forEachStore runs f as a subtest on a fresh SQLite file, a fresh MariaDB
+// database and a fresh PostgreSQL database, all migrated. Under CI=true an
+// unreachable server fails the test; elsewhere it skips that store's
+// subtest, saying how to start the server.
 func forEachStore(t *testing.T, f func(t *testing.T, s store)) {
 	t.Helper()
 	t.Run("sqlite", func(t *testing.T) {
@@ -59,6 +84,53 @@ func forEachStore(t *testing.T, f func(t *testing.T, s store)) {
 		s := newMariaDBStore(t)
 		f(t, s)
 	})
+	t.Run("postgres", func(t *testing.T) {
+		s := newPostgresStore(t)
+		f(t, s)
+	})
+}
+
+// newServerStore returns a store on a database of its own, created on the
+// server adminURL names and dropped after the test.
+func newServerStore(t testing.TB, name, adminURL, start, drop string) store {
+	t.Helper()
+	admin, err := dburl.Open(adminURL)
+	require.NoError(t, err)
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := admin.PingContext(ctx); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is required under CI=true but %s does not answer: %v", name, transport.Redact(adminURL), err)
+		}
+		t.Skipf("%s at %s does not answer (%v); %s", name, transport.Redact(adminURL), err, start)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	db := "mailspool_t_" + hex.EncodeToString(b[:])
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+db)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		admin, err := dburl.Open(adminURL)
+		if err == nil {
+			_, _ = admin.Exec(fmt.Sprintf(drop, db))
+			admin.Close()
+		}
+	})
+	base, query, _ := strings.Cut(adminURL, "?")
+	u := base[:strings.LastIndex(base, "/")+1] + db
+	if query != "" {
+		u += "?" + query
+	}
+	s := store{name: name, url: u}
+	s.db = s.open(t)
+	require.NoError(t, Migrate(context.Background(), s.db))
+	return s
+}
+
+func newPostgresStore(t testing.TB) store {
+	t.Helper()
+	return newServerStore(t, "postgres", postgresURL(), startPostgres, "DROP DATABASE IF EXISTS %s WITH (FORCE)")
 }
 
 func newSQLiteStore(t testing.TB) store {
@@ -72,35 +144,7 @@ func newSQLiteStore(t testing.TB) store {
 
 func newMariaDBStore(t testing.TB) store {
 	t.Helper()
-	admin, err := dburl.Open(mariaDBURL())
-	require.NoError(t, err)
-	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := admin.PingContext(ctx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("MariaDB is required under CI=true but %s does not answer: %v", transport.Redact(mariaDBURL()), err)
-		}
-		t.Skipf("MariaDB at %s does not answer (%v); %s", transport.Redact(mariaDBURL()), err, startMariaDB)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "mailspool_t_" + hex.EncodeToString(b[:])
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		db, err := dburl.Open(mariaDBURL())
-		if err == nil {
-			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
-			db.Close()
-		}
-	})
-	base, _, _ := strings.Cut(mariaDBURL(), "?")
-	u := base[:strings.LastIndex(base, "/")+1] + name
-	s := store{name: "mariadb", url: u}
-	s.db = s.open(t)
-	require.NoError(t, Migrate(context.Background(), s.db))
-	return s
+	return newServerStore(t, "mariadb", mariaDBURL(), startMariaDB, "DROP DATABASE IF EXISTS %s")
 }
 
 // manualClock is a Clock that only moves when told to.
@@ -166,7 +210,7 @@ type rowState struct {
 func readRow(t *testing.T, q *Queue, id int64) rowState {
 	t.Helper()
 	var r rowState
-	err := q.db.QueryRow(`SELECT status, attempts, crashes, next_run, locked_by, last_kind, last_code, maybe_delivered, last_error, provider_id FROM `+q.table+` WHERE id = ?`, id).
+	err := q.db.QueryRow(q.d.rebind(`SELECT status, attempts, crashes, next_run, locked_by, last_kind, last_code, maybe_delivered, last_error, provider_id FROM `+q.table+` WHERE id = ?`), id).
 		Scan(&r.Status, &r.Attempts, &r.Crashes, &r.NextRun, &r.LockedBy, &r.LastKind, &r.LastCode, &r.MaybeDelivered, &r.LastError, &r.ProviderID)
 	require.NoError(t, err)
 	r.LockedBy = strings.TrimSpace(r.LockedBy)
@@ -177,6 +221,14 @@ func readRow(t *testing.T, q *Queue, id int64) rowState {
 func countRows(t *testing.T, db *sql.DB, table, where string, args ...any) int {
 	t.Helper()
 	var n int
-	require.NoError(t, db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s", table, where), args...).Scan(&n))
+	require.NoError(t, db.QueryRow(rebindFor(t, db, fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s", table, where)), args...).Scan(&n))
 	return n
+}
+
+// rebindFor is stmt, written with ? placeholders, as db's store takes it.
+func rebindFor(t testing.TB, db *sql.DB, stmt string) string {
+	t.Helper()
+	d, err := detectDialect(context.Background(), db)
+	require.NoError(t, err)
+	return d.rebind(stmt)
 }

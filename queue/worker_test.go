@@ -259,7 +259,7 @@ func TestFreshMailIsNotStarvedByRetries(t *testing.T) {
 		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
 		old := enqueueN(t, q, 300)
 		// Turn them into a due retry backlog.
-		_, err := s.db.Exec(`UPDATE `+q.table+` SET status = 3, attempts = 1, next_run = ?`, clock.Now().Add(-time.Hour).UnixMilli())
+		_, err := s.db.Exec(rebindFor(t, s.db, `UPDATE `+q.table+` SET status = 3, attempts = 1, next_run = ?`), clock.Now().Add(-time.Hour).UnixMilli())
 		require.NoError(t, err)
 		clock.Advance(time.Second)
 		fresh := enqueueN(t, q, 5)

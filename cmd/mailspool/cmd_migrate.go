@@ -13,12 +13,12 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == "status" {
 		return runMigrateStatus(ctx, e, args[1:])
 	}
-	fs := newFlagSet(e, "migrate", "[--db URL] [--config FILE] [--lane NAME] [--print-sql [--store mysql|sqlite] [--from N]] | status [--json]")
+	fs := newFlagSet(e, "migrate", "[--db URL] [--config FILE] [--lane NAME] [--print-sql [--store mysql|postgres|sqlite] [--from N]] | status [--json]")
 	var sf storeFlags
 	sf.register(fs)
 	lane := fs.String("lane", "", "only this lane's table (default: every lane)")
 	printSQL := fs.Bool("print-sql", false, "print the DDL instead of running it, for a schema tool of your own (goose, atlas, golang-migrate); connects to nothing")
-	store := fs.String("store", "", "with --print-sql: mysql (MySQL and MariaDB) or sqlite (default: the configured database's)")
+	store := fs.String("store", "", "with --print-sql: mysql (MySQL and MariaDB), postgres or sqlite (default: the configured database's)")
 	from := fs.Int("from", 0, "with --print-sql: the schema version the tables are at now (0: they do not exist)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -61,6 +61,8 @@ func printMigrationSQL(e *env, sf storeFlags, lane, store string, from int) erro
 		switch strings.ToLower(scheme) {
 		case "mysql", "mariadb":
 			store = "mysql"
+		case "postgres", "postgresql":
+			store = "postgres"
 		default:
 			store = "sqlite"
 		}

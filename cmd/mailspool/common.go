@@ -24,7 +24,7 @@ type storeFlags struct {
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.db, "db", "", "database URL: mysql://user:password@host:3306/dbname or sqlite:path (default: config, $MAILSPOOL_DATABASE, or "+config.DefaultDatabase+")")
+	fs.StringVar(&f.db, "db", "", "database URL: mysql://user:password@host:3306/dbname, postgres://user:password@host:5432/dbname or sqlite:path (default: config, $MAILSPOOL_DATABASE, or "+config.DefaultDatabase+")")
 	fs.StringVar(&f.config, "config", "", "TOML config file with the lanes (default: one lane \"default\", table mail_queue, transport from $MAILSPOOL_LANE_DEFAULT_TRANSPORT)")
 }
 

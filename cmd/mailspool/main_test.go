@@ -201,9 +201,9 @@ func TestUnknownCommandAndFlags(t *testing.T) {
 	code, _, stderr = mailspool(t, "stats", "--no-such-flag")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "no-such-flag")
-	code, _, stderr = mailspool(t, "migrate", "--db", "postgres://x@y/z")
+	code, _, stderr = mailspool(t, "migrate", "--db", "oracle://x@y/z")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr, `unknown database scheme "postgres"`)
+	assert.Contains(t, stderr, `unknown database scheme "oracle"`)
 }
 
 func TestWorkerExitsNonZeroWhenItsFileIsDeleted(t *testing.T) {

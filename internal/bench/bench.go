@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // Algorithms Options.Algorithm names.
@@ -155,7 +156,7 @@ type Result struct {
 	// Run is which run of a repeated benchmark (Options.Repeat) this is,
 	// from 1; 0 when the benchmark ran once.
 	Run          int     `json:"run,omitempty"`
-	Store        string  `json:"store"` // "mysql" or "sqlite"
+	Store        string  `json:"store"` // "mysql", "postgres" or "sqlite"
 	Algorithm    string  `json:"algorithm"`
 	Transport    string  `json:"transport"` // "fake" or "smtp"
 	Workers      int     `json:"workers"`
@@ -348,8 +349,11 @@ func newResult(db *sql.DB, o *Options, algorithm string) *Result {
 }
 
 func storeName(db *sql.DB) string {
-	if _, ok := db.Driver().(*mysql.MySQLDriver); ok {
+	switch db.Driver().(type) {
+	case *mysql.MySQLDriver:
 		return "mysql"
+	case *stdlib.Driver:
+		return "postgres"
 	}
 	return "sqlite"
 }

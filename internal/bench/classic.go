@@ -66,6 +66,9 @@ func runClassic(ctx context.Context, admin *sql.DB, o *Options) (*Result, error)
 	r := newResult(admin, o, Classic)
 	label := "classic"
 	t := o.Table + "_classic"
+	if _, ok := classicSchema[storeName(admin)]; !ok {
+		return nil, fmt.Errorf("bench: the classic algorithm runs on MySQL/MariaDB and SQLite only, not on %s", storeName(admin))
+	}
 	// guard checked that a table t is the run's own: drop it.
 	if err := dropClassic(ctx, admin, t); err != nil {
 		return nil, err

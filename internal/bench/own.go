@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/mailspool/mailspool/internal/placeholder"
 )
 
 // A run drops only tables it created. It marks each table as it creates
-// it: on MySQL/MariaDB with the table comment ownMark, on SQLite with a
+// it: on MySQL/MariaDB and PostgreSQL with the table comment ownMark, on SQLite with a
 // trigger that never fires, named ownTrigger(table). Both marks belong to
 // the table itself and go with it: a table dropped and re-created by
 // anyone else (a lane by "mailspool migrate", an application's table) has
@@ -150,8 +152,11 @@ func registeredLanes(ctx context.Context, db *sql.DB) ([]string, error) {
 // (SQLite's own, such as sqlite_sequence, left out).
 func listTables(ctx context.Context, db *sql.DB) (map[string]bool, error) {
 	q := `SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`
-	if storeName(db) == "mysql" {
+	switch storeName(db) {
+	case "mysql":
 		q = `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()`
+	case "postgres":
+		q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()`
 	}
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
@@ -186,10 +191,14 @@ func find(tables map[string]bool, name string) (string, bool) {
 func isMarked(ctx context.Context, db *sql.DB, table string) (bool, error) {
 	var n int
 	var err error
-	if storeName(db) == "mysql" {
+	switch storeName(db) {
+	case "mysql":
 		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
   WHERE table_schema = DATABASE() AND table_name = ? AND table_type = 'BASE TABLE' AND table_comment = ?`, table, ownMark).Scan(&n)
-	} else {
+	case "postgres":
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+  WHERE s.nspname = current_schema() AND c.relname = $1 AND c.relkind = 'r' AND obj_description(c.oid, 'pg_class') = $2`, table, ownMark).Scan(&n)
+	default:
 		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master
   WHERE type = 'trigger' AND name = ? AND lower(tbl_name) = lower(?)`, ownTrigger(table), table).Scan(&n)
 	}
@@ -202,7 +211,11 @@ func isMarked(ctx context.Context, db *sql.DB, table string) (bool, error) {
 // mark marks table, which the run has just created, as its own.
 func mark(ctx context.Context, db *sql.DB, table string) error {
 	stmt := `ALTER TABLE ` + table + ` COMMENT = '` + ownMark + `'`
-	if storeName(db) != "mysql" {
+	switch storeName(db) {
+	case "mysql":
+	case "postgres":
+		stmt = `COMMENT ON TABLE ` + table + ` IS '` + ownMark + `'`
+	default:
 		stmt = `CREATE TRIGGER IF NOT EXISTS "` + ownTrigger(table) + `" BEFORE DELETE ON ` + table + ` WHEN 0 BEGIN SELECT 1; END`
 	}
 	if _, err := db.ExecContext(ctx, stmt); err != nil {
@@ -238,7 +251,7 @@ func dropOwn(ctx context.Context, db *sql.DB, t string) error {
 	}
 	for _, shared := range []string{"mailspool_schema", "mailspool_lanes"} {
 		if _, ok := find(now, shared); ok {
-			if _, err := db.ExecContext(ctx, `DELETE FROM `+shared+` WHERE tbl = ?`, t); err != nil {
+			if _, err := db.ExecContext(ctx, placeholder.For(db, `DELETE FROM `+shared+` WHERE tbl = ?`), t); err != nil {
 				errs = append(errs, fmt.Errorf("bench: forgetting %s in %s: %w", t, shared, err))
 			}
 		}

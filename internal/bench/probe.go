@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mailspool/mailspool/queue/dburl"
 )
 
@@ -79,7 +81,8 @@ func (p *probe) take() ([]time.Duration, int) {
 	return txs, dl
 }
 
-// isDeadlock reports a MySQL/MariaDB deadlock (error 1213).
+// isDeadlock reports a MySQL/MariaDB deadlock (error 1213) or a
+// PostgreSQL one (40P01).
 func isDeadlock(err error) bool {
 	if err == nil {
 		return false
@@ -87,6 +90,10 @@ func isDeadlock(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number == 1213
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40P01"
 	}
 	return strings.Contains(err.Error(), "Deadlock found")
 }
@@ -104,9 +111,12 @@ func openDB(rawURL string, p *probe) (*sql.DB, error) {
 	drv := plain.Driver()
 	plain.Close()
 	var dsn string
-	if _, ok := drv.(*mysql.MySQLDriver); ok {
+	switch drv.(type) {
+	case *mysql.MySQLDriver:
 		dsn, err = dburl.MySQLDSN(rawURL)
-	} else {
+	case *stdlib.Driver:
+		dsn, err = dburl.PostgresDSN(rawURL)
+	default:
 		dsn, err = dburl.SQLiteDSN(rawURL)
 	}
 	if err != nil {
@@ -152,7 +162,11 @@ type probeConn struct {
 }
 
 func (c *probeConn) Prepare(query string) (driver.Stmt, error) { return c.inner.Prepare(query) }
-func (c *probeConn) Close() error                              { return c.inner.Close() }
+
+// Unwrap returns the driver's connection, for what needs it itself (the
+// queue's LISTEN on PostgreSQL).
+func (c *probeConn) Unwrap() driver.Conn { return c.inner }
+func (c *probeConn) Close() error        { return c.inner.Close() }
 
 func (c *probeConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})

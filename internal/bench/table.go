@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/queue"
 )
 
@@ -21,7 +22,7 @@ var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func prepareLane(ctx context.Context, db *sql.DB, o *Options) error {
 	t := o.Table
 	var have int
-	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t+` WHERE template = ?`, historyTemplate).Scan(&have)
+	err := db.QueryRowContext(ctx, placeholder.For(db, `SELECT COUNT(*) FROM `+t+` WHERE template = ?`), historyTemplate).Scan(&have)
 	if err == nil && o.History > 0 && have == o.History {
 		if err := queue.Migrate(ctx, db, t); err != nil {
 			return err
@@ -86,7 +87,7 @@ func fillHistory(ctx context.Context, db *sql.DB, o *Options) error {
 		return fmt.Errorf("bench: seeding the history: %w", err)
 	}
 	finished := time.Now().Add(-time.Hour).UnixMilli()
-	if _, err := db.ExecContext(ctx, `UPDATE `+o.Table+` SET status = ?, next_run = ?, sent_at = ? WHERE template = ?`,
+	if _, err := db.ExecContext(ctx, placeholder.For(db, `UPDATE `+o.Table+` SET status = ?, next_run = ?, sent_at = ? WHERE template = ?`),
 		queue.StatusSent, finished, finished, historyTemplate); err != nil {
 		return fmt.Errorf("bench: marking the history sent: %w", err)
 	}
@@ -108,7 +109,7 @@ func fillHistory(ctx context.Context, db *sql.DB, o *Options) error {
 	for have := seed; have < o.History; {
 		n := min(seed, o.History-have)
 		stmt := `INSERT INTO ` + o.Table + ` (` + cols + `) SELECT ` + cols + ` FROM ` + seedTable + ` LIMIT ?`
-		if _, err := db.ExecContext(ctx, stmt, n); err != nil {
+		if _, err := db.ExecContext(ctx, placeholder.For(db, stmt), n); err != nil {
 			return fmt.Errorf("bench: copying history rows: %w", err)
 		}
 		have += n
@@ -165,7 +166,7 @@ func copyColumns(ctx context.Context, db *sql.DB, table string) (string, error) 
 // notSent counts the run's rows that are not marked sent.
 func notSent(ctx context.Context, db *sql.DB, table string) (int, error) {
 	var n int
-	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+` WHERE template = ? AND status <> ?`, benchTemplate, queue.StatusSent).Scan(&n)
+	err := db.QueryRowContext(ctx, placeholder.For(db, `SELECT COUNT(*) FROM `+table+` WHERE template = ? AND status <> ?`), benchTemplate, queue.StatusSent).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("bench: counting rows not sent: %w", err)
 	}

@@ -1,21 +1,28 @@
 // Package dburl opens the database a mailspool queue lives in from a URL:
 //
 //	mysql://user:password@host:3306/dbname?param=value   MySQL or MariaDB
+//	postgres://user:password@host:5432/dbname?param=value PostgreSQL (also postgresql://)
 //	sqlite:mailspool.db                                   SQLite file, relative to the working directory
 //	sqlite:///var/lib/mailspool/queue.db                  SQLite file, absolute path
 //
 // MySQL query parameters are go-sql-driver/mysql DSN parameters (tls,
 // timeout, readTimeout, ...); "socket=/run/mysqld/mysqld.sock" connects
 // through a Unix socket instead of TCP. interpolateParams=true is the
-// default. SQLite files are opened in WAL mode with a busy timeout and
+// default. PostgreSQL query parameters are libpq's (sslmode, connect_timeout,
+// application_name, ...) and server settings, as pgx reads them; a URL
+// may list several hosts (postgres://h1:5432,h2:5432/db), tried in order.
+// lock_timeout=5s is the default, so that a statement waiting for a lock
+// gives up (the queue refuses a PostgreSQL handle without one), and
+// connect_timeout=10. SQLite files are opened in WAL mode with a busy timeout and
 // BEGIN IMMEDIATE transactions, so concurrent writers wait instead of failing;
 // SQLite URLs take no parameters.
 //
 // # Drivers
 //
 // The program chooses the drivers it links. dburl links the MySQL driver
-// (github.com/go-sql-driver/mysql, whose DSN it writes) but not the SQLite
-// one: a program that opens sqlite: URLs imports its driver itself,
+// (github.com/go-sql-driver/mysql, whose DSN it writes) and pgx's
+// database/sql driver (github.com/jackc/pgx/v5/stdlib, which the queue
+// uses for LISTEN/NOTIFY anyway), but not the SQLite one: a program that opens sqlite: URLs imports its driver itself,
 //
 //	import _ "modernc.org/sqlite"
 //
@@ -36,6 +43,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -47,7 +56,7 @@ const sqliteDriver = "sqlite"
 func Open(rawURL string) (*sql.DB, error) {
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok {
-		return nil, fmt.Errorf("dburl: %q has no scheme; want mysql://user:password@host:port/dbname or sqlite:path", redact(rawURL))
+		return nil, fmt.Errorf("dburl: %q has no scheme; want mysql://user:password@host:port/dbname, postgres://user:password@host:port/dbname or sqlite:path", redact(rawURL))
 	}
 	switch strings.ToLower(scheme) {
 	case "mysql", "mariadb":
@@ -59,6 +68,18 @@ func Open(rawURL string) (*sql.DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("dburl: %s: %w", redact(rawURL), err)
 		}
+		db.SetConnMaxLifetime(5 * time.Minute)
+		return db, nil
+	case "postgres", "postgresql":
+		dsn, err := PostgresDSN(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("dburl: bad parameters in %q: %v", redact(rawURL), hidePassword(err.Error(), rawURL))
+		}
+		db := stdlib.OpenDB(*cfg)
 		db.SetConnMaxLifetime(5 * time.Minute)
 		return db, nil
 	case "sqlite", "sqlite3", "file":
@@ -77,7 +98,7 @@ func Open(rawURL string) (*sql.DB, error) {
 		if strings.Contains(rawURL, "@tcp(") || strings.Contains(rawURL, "@unix(") {
 			return nil, fmt.Errorf("dburl: %q is a go-sql-driver DSN, not a URL; write mysql://user:password@host:3306/dbname", redact(rawURL))
 		}
-		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql://... or sqlite:PATH", scheme, redact(rawURL))
+		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql://..., postgres://... or sqlite:PATH", scheme, redact(rawURL))
 	}
 }
 
@@ -153,6 +174,47 @@ func MySQLDSN(rawURL string) (string, error) {
 		return "", fmt.Errorf("dburl: bad parameters in %q: %v", transport.RedactURL(u), hide(err.Error(), cfg.Passwd))
 	}
 	return dsn, nil
+}
+
+// PostgresDSN checks a postgres:// or postgresql:// URL and returns it as
+// the connection string pgx reads, with lock_timeout=5s and
+// connect_timeout=10 unless it sets them.
+func PostgresDSN(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("dburl: cannot parse %q", redact(rawURL))
+	}
+	q := u.Query()
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" || strings.Contains(db, "/") {
+		return "", fmt.Errorf("dburl: %q must name one database in its path, e.g. postgres://postgres@127.0.0.1:5432/postgres", transport.RedactURL(u))
+	}
+	if u.Host == "" && q.Get("host") == "" {
+		return "", fmt.Errorf("dburl: %q has no host", transport.RedactURL(u))
+	}
+	if !q.Has("lock_timeout") {
+		q.Set("lock_timeout", "5s")
+	}
+	if !q.Has("connect_timeout") {
+		q.Set("connect_timeout", "10")
+	}
+	u.RawQuery = q.Encode()
+	if _, err := pgx.ParseConfig(u.String()); err != nil {
+		return "", fmt.Errorf("dburl: bad parameters in %q: %v", redact(rawURL), hidePassword(err.Error(), rawURL))
+	}
+	return u.String(), nil
+}
+
+// hidePassword hides in s the password of rawURL, given as user:password
+// or as a password parameter.
+func hidePassword(s, rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return redact(s)
+	}
+	pw, _ := u.User.Password()
+	s = hide(s, pw)
+	return hide(s, u.Query().Get("password"))
 }
 
 // SQLiteDSN converts a sqlite: URL into a modernc.org/sqlite DSN.

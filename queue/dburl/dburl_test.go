@@ -51,12 +51,38 @@ func TestSQLiteDSN(t *testing.T) {
 }
 
 func TestOpenRejectsUnknownSchemes(t *testing.T) {
-	_, err := Open("postgres://u:hunter2@h/db")
+	_, err := Open("oracle://u:hunter2@h/db")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `unknown database scheme "postgres"`)
+	assert.Contains(t, err.Error(), `unknown database scheme "oracle"`)
 	assert.NotContains(t, err.Error(), "hunter2")
 	_, err = Open("mailspool.db")
 	assert.ErrorContains(t, err, "no scheme")
+}
+
+// TestPostgresDSN: postgres:// and postgresql:// URLs name one database on
+// a host, and get the lock and connect timeouts unless they set them.
+func TestPostgresDSN(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://app:pw@db.internal:5432/mail":                 "postgres://app:pw@db.internal:5432/mail?connect_timeout=10&lock_timeout=5s",
+		"postgresql://app@db1:5432,db2:5432/mail?lock_timeout=2s": "postgresql://app@db1:5432,db2:5432/mail?connect_timeout=10&lock_timeout=2s",
+		"postgres:///mail?host=/run/postgresql":                   "postgres:///mail?connect_timeout=10&host=%2Frun%2Fpostgresql&lock_timeout=5s",
+	} {
+		got, err := PostgresDSN(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for in, want := range map[string]string{
+		"postgres://app@db.internal:5432":       "must name one database",
+		"postgres://app@db.internal:5432/a/b":   "must name one database",
+		"postgres:///mail":                      "has no host",
+		"postgres://app@db:5432/mail?sslmode=x": "bad parameters",
+	} {
+		_, err := PostgresDSN(in)
+		assert.ErrorContains(t, err, want, in)
+	}
+	db, err := Open("postgresql://app@db.internal:5432/mail")
+	require.NoError(t, err)
+	db.Close()
 }
 
 // Without the SQLite driver linked (this test binary links none), a sqlite:
@@ -71,13 +97,16 @@ func TestOpenSQLiteWithoutDriver(t *testing.T) {
 // given where a URL belongs are never printed whole.
 func TestErrorsHidePasswords(t *testing.T) {
 	for in, want := range map[string]string{
-		"mysql://root:hunter2/PW@127.0.0.1:3306/app":    `dburl: cannot parse "mysql://xxxxx@127.0.0.1:3306/app"`,
-		"mysql://root:hun#ter2@127.0.0.1:3306/app":      `dburl: cannot parse "mysql://xxxxx@127.0.0.1:3306/app"`,
-		"mysql://root:hun?ter2@127.0.0.1:3306/app":      `dburl: cannot parse "mysql://xxxxx@127.0.0.1:3306/app"`,
-		"mysql://root:12#hunter2@127.0.0.1:3306/app":    `"mysql://xxxxx@127.0.0.1:3306/app"`,
-		"root:hunter2@tcp(127.0.0.1:3306)/app":          `go-sql-driver DSN, not a URL`,
-		"root:hunter2@db.internal":                      `"xxxxx@db.internal"`,
-		"mysql://root:hunter2@127.0.0.1/app?tls=maybe!": `bad parameters`,
+		"mysql://root:hunter2/PW@127.0.0.1:3306/app":                 `dburl: cannot parse "mysql://xxxxx@127.0.0.1:3306/app"`,
+		"mysql://root:hun#ter2@127.0.0.1:3306/app":                   `dburl: cannot parse "mysql://xxxxx@127.0.0.1:3306/app"`,
+		"mysql://root:hun?ter2@127.0.0.1:3306/app":                   `dburl: cannot parse "mysql://xxxxx@127.0.0.1:3306/app"`,
+		"mysql://root:12#hunter2@127.0.0.1:3306/app":                 `"mysql://xxxxx@127.0.0.1:3306/app"`,
+		"root:hunter2@tcp(127.0.0.1:3306)/app":                       `go-sql-driver DSN, not a URL`,
+		"root:hunter2@db.internal":                                   `"xxxxx@db.internal"`,
+		"mysql://root:hunter2@127.0.0.1/app?tls=maybe!":              `bad parameters`,
+		"postgres://root:hunter2@127.0.0.1/app?sslmode=maybe":        `bad parameters in "postgres://root:xxxxx@127.0.0.1/app?sslmode=maybe"`,
+		"postgresql://root@127.0.0.1/app?password=hunter2&sslmode=x": `password=xxxxx`,
+		"postgres://root:hun#ter2@127.0.0.1:5432/app":                `dburl: cannot parse "postgres://xxxxx@127.0.0.1:5432/app"`,
 	} {
 		_, err := Open(in)
 		require.Error(t, err, in)
