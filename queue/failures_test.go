@@ -17,7 +17,7 @@ func TestFailuresByRule(t *testing.T) {
 		now := clock.Now()
 		setRule := func(id int64, rule string) {
 			t.Helper()
-			_, err := s.db.Exec(`UPDATE `+q.table+` SET last_rule = ? WHERE id = ?`, rule, id)
+			_, err := s.db.Exec(rebindFor(t, s.db, `UPDATE `+q.table+` SET last_rule = ? WHERE id = ?`), rule, id)
 			require.NoError(t, err)
 		}
 		setRule(ids[1], "smtp-5.1.1")
@@ -27,13 +27,13 @@ func TestFailuresByRule(t *testing.T) {
 		// An old failure of the same rule, outside the window.
 		id, err := q.Enqueue(ctx, s.db, testMessage("old@example.com"))
 		require.NoError(t, err)
-		_, err = s.db.Exec(`UPDATE `+q.table+` SET status = ?, last_kind = 'permanent', last_rule = 'smtp-5.1.1', next_run = ? WHERE id = ?`,
+		_, err = s.db.Exec(rebindFor(t, s.db, `UPDATE `+q.table+` SET status = ?, last_kind = 'permanent', last_rule = 'smtp-5.1.1', next_run = ? WHERE id = ?`),
 			StatusFailed, now.Add(-48*time.Hour).UnixMilli(), id)
 		require.NoError(t, err)
 		// Another failure of smtp-5.1.1 in the window: that rule leads.
 		id2, err := q.Enqueue(ctx, s.db, testMessage("eve@example.com"))
 		require.NoError(t, err)
-		_, err = s.db.Exec(`UPDATE `+q.table+` SET status = ?, last_kind = 'permanent', last_rule = 'smtp-5.1.1', next_run = ? WHERE id = ?`,
+		_, err = s.db.Exec(rebindFor(t, s.db, `UPDATE `+q.table+` SET status = ?, last_kind = 'permanent', last_rule = 'smtp-5.1.1', next_run = ? WHERE id = ?`),
 			StatusFailed, now.Add(-time.Hour).UnixMilli(), id2)
 		require.NoError(t, err)
 
