@@ -21,7 +21,7 @@ func TestClaimTakesOnlyDueRows(t *testing.T) {
 		require.NoError(t, err)
 		now := enqueueN(t, q, 2)
 		retry := enqueueN(t, q, 1)[0]
-		_, err = s.db.ExecContext(ctx, `UPDATE `+q.table+` SET status = ?, attempts = 1, next_run = ? WHERE id = ?`,
+		_, err = s.db.ExecContext(ctx, rebindFor(t, s.db, `UPDATE `+q.table+` SET status = ?, attempts = 1, next_run = ? WHERE id = ?`),
 			StatusRetry, clock.Now().Add(time.Hour).UnixMilli(), retry)
 		require.NoError(t, err)
 
