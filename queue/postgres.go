@@ -55,12 +55,6 @@ func pgLockTimeout(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
-// pgUniqueViolation reports whether err is PostgreSQL's unique violation.
-func pgUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
-}
-
 // pgAborted reports whether err came from the PostgreSQL server: after a
 // failed statement the server refuses every statement of the transaction
 // (or savepoint) until it is rolled back, so there is nothing left to undo
