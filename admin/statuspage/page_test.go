@@ -115,6 +115,7 @@ func TestPages(t *testing.T) {
 		require.Equal(t, http.StatusOK, a.code, a.body)
 		assert.Contains(t, a.body, `<span class="status failed">failed</span>`)
 		assert.Contains(t, a.body, "rule smtp-5.1.1")
+		assert.Contains(t, a.body, `<th>about</th><td data-field="scope">recipient</td>`, "the scope, as show prints it")
 		assert.Contains(t, a.body, "<details><summary>text body")
 		assert.Contains(t, a.body, "<details><summary>HTML body")
 		assert.Contains(t, a.body, "&lt;script&gt;alert(1)&lt;/script&gt;", "the HTML body is shown as escaped source")

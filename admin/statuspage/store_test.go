@@ -88,7 +88,7 @@ type seeded struct {
 // seed fills lane "transactional" (table mail_queue) with seven mails:
 //
 //	ann@example.com   sent 10 minutes ago
-//	bob@example.com   failed 5 minutes ago, permanent 550 by rule smtp-5.1.1 (the reply quotes the address)
+//	bob@example.com   failed 5 minutes ago, permanent 550 about the recipient, by rule smtp-5.1.1 (the reply quotes the address)
 //	carl@example.com  retry, temporary 421, due 5 minutes ago (the oldest due)
 //	dora@example.com  pending, due now
 //	eve@example.com   sending, its lease ends in a minute
@@ -132,8 +132,12 @@ func seed(t testing.TB, db *sql.DB) seeded {
 			Headers: []transport.Header{{Name: "List-Unsubscribe", Value: "<mailto:unsub@shop.example?subject=" + addr + ">"}},
 		}, queue.Template("welcome"))
 		require.NoError(t, err)
-		_, err = db.Exec(`UPDATE mail_queue SET status = ?, attempts = ?, last_kind = ?, last_code = ?, last_rule = ?, last_error = ?, next_run = ? WHERE id = ?`,
-			m.status, min(m.status, 1), m.kind, m.code, m.rule, m.errTxt, m.next, id)
+		scope := ""
+		if m.code == 550 {
+			scope = "recipient"
+		}
+		_, err = db.Exec(`UPDATE mail_queue SET status = ?, attempts = ?, last_kind = ?, last_code = ?, last_rule = ?, last_scope = ?, last_error = ?, next_run = ? WHERE id = ?`,
+			m.status, min(m.status, 1), m.kind, m.code, m.rule, scope, m.errTxt, m.next, id)
 		require.NoError(t, err)
 		s.ids[m.to] = id
 	}
