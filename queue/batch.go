@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mailspool/mailspool/transport"
 )
 
 // flushDelay bounds how long a finished send's outcome waits to be written
@@ -205,7 +204,7 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	receipt, err := w.tr.Send(ctx, &j.msg)
 	took := time.Since(start)
 	w.timeSend(took)
-	kind := transport.KindOf(err)
+	kind := verdict(err)
 	now := w.q.clock.Now()
 	streak, recovered := w.brk.record(laneFailure(kind, err), now)
 	if recovered {

@@ -12,7 +12,8 @@
 //
 //	outcome      row becomes
 //	Sent         sent(2), provider message id and sent time stored
-//	Permanent    failed(4) at once; never retried
+//	Permanent    failed(4) at once; never retried. Only with recipient or
+//	             message scope: any other Permanent is taken as Temporary
 //	Temporary    retry(3) after Schedule[attempt] + up to 20% jitter (at least the
 //	             provider's RetryAfter); failed(4) after MaxAttempts
 //	Connection   retry(3) on the longer ConnectionSchedule; in a run of them

@@ -119,7 +119,7 @@ type event struct {
 	due  int64      // evReleased: when the row is due again (unix ms)
 }
 
-// sendResult is one Send's result. kind is transport.KindOf(err), taken
+// sendResult is one Send's result. kind is verdict(err), taken
 // once; connStreak is the lane's run of connection failures, this one
 // included (0 for any other outcome).
 type sendResult struct {
@@ -218,6 +218,25 @@ func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
 		u.lastError = textclip.Prefix("expired: the next try would be after the not-after deadline; last error: "+u.lastError, maxLastError)
 	}
 	return u
+}
+
+// verdict is the kind the queue acts on for a send that returned err:
+// transport.KindOf(err), except that a Permanent failure without evidence
+// about the recipient or the message (its scope) is Temporary. Dropping a
+// mail at once needs proof that it can never be accepted; a verdict about
+// our sender, the lane or the moment is retried on the schedule and fails
+// only when its attempts are spent. Adapters built with package classify
+// never return such a verdict; this holds the line for any other adapter.
+func verdict(err error) transport.Kind {
+	kind := transport.KindOf(err)
+	if kind == transport.Permanent {
+		switch transport.ScopeOf(err) {
+		case transport.ScopeRecipient, transport.ScopeMessage:
+		default:
+			return transport.Temporary
+		}
+	}
+	return kind
 }
 
 // lastError makes err's text storable: one line, at most maxLastError bytes.

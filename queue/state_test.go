@@ -21,7 +21,7 @@ func defaultPolicy(t *testing.T) RetryPolicy {
 
 // answered is the state machine's answer for a send that returned err.
 func answered(p RetryPolicy, j *job, receipt transport.Receipt, err error, now time.Time, streak int) rowUpdate {
-	return p.next(j, event{kind: evAnswered, send: sendResult{receipt: receipt, err: err, kind: transport.KindOf(err), connStreak: streak}}, now)
+	return p.next(j, event{kind: evAnswered, send: sendResult{receipt: receipt, err: err, kind: verdict(err), connStreak: streak}}, now)
 }
 
 func TestOutcomeTemporaryFollowsTheScheduleWithJitter(t *testing.T) {
@@ -54,13 +54,30 @@ func TestOutcomePermanentIsNeverRetried(t *testing.T) {
 	p := defaultPolicy(t)
 	now := time.Now()
 	for _, err := range []error{
-		&transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1"},
-		fmt.Errorf("wrapped: %w", &transport.Error{Kind: transport.Permanent, Code: 553}),
+		&transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 550, Enhanced: "5.1.1"},
+		fmt.Errorf("wrapped: %w", &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Code: 554}),
 	} {
 		u := answered(p, &job{attempts: 1, maxAttempts: 5}, transport.Receipt{}, err, now, 0)
 		assert.Equal(t, StatusFailed, u.status)
 		assert.Equal(t, "permanent", u.lastKind)
 		assert.Equal(t, now.UnixMilli(), u.nextRun, "finished now")
+	}
+}
+
+// A Permanent verdict without evidence about the recipient or the message
+// (an adapter that did not classify through package classify) is retried
+// on the schedule, never failed at once.
+func TestOutcomePermanentWithoutEvidenceIsRetried(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Now()
+	for _, scope := range []transport.Scope{transport.ScopeTransient, transport.ScopeSender, transport.ScopeLane} {
+		err := fmt.Errorf("wrapped: %w", &transport.Error{Kind: transport.Permanent, Scope: scope, Code: 554, Enhanced: "5.7.1"})
+		u := answered(p, &job{attempts: 1, maxAttempts: 5}, transport.Receipt{}, err, now, 0)
+		assert.Equal(t, StatusRetry, u.status, "scope %s", scope)
+		assert.Equal(t, "temporary", u.lastKind, "scope %s", scope)
+		assert.Equal(t, scope.String(), u.lastScope)
+		u = answered(p, &job{attempts: 5, maxAttempts: 5}, transport.Receipt{}, err, now, 0)
+		assert.Equal(t, StatusFailed, u.status, "scope %s: failed once its attempts are spent", scope)
 	}
 }
 

@@ -455,7 +455,7 @@ func TestWorkerOutcomesOnRows(t *testing.T) {
 		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
 		replies := map[string]error{
 			"user0@example.com": nil,
-			"user1@example.com": &transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1", Detail: "no such user"},
+			"user1@example.com": &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 550, Enhanced: "5.1.1", Detail: "no such user"},
 			"user2@example.com": &transport.Error{Kind: transport.Temporary, Code: 451, Enhanced: "4.3.0", Detail: "try later", MaybeDelivered: true},
 			"user3@example.com": &transport.Error{Kind: transport.Temporary, Code: 429, RetryAfter: 3 * time.Hour},
 			"user4@example.com": fmt.Errorf("something nobody classified"),
