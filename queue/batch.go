@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
 )
 
 // flushDelay bounds how long a finished send's outcome waits to be written
