@@ -55,5 +55,7 @@
 // It takes a lease whole or not at all, skips leases some of whose rows
 // another session holds, and after the database was slow or failing waits
 // LeaseMargin, so that live owners renew first. A killed worker's rows are
-// due again within LeaseMargin + RescueInterval (25 s by default).
+// due again within 2 × LeaseMargin + RescueInterval (45 s by default): a
+// lease ends LeaseMargin after its last heartbeat and must then stay
+// expired for another LeaseMargin before it is rescued.
 package queue

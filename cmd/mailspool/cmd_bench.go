@@ -17,7 +17,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "bench", "[--db URL] [--table T [--keep]] [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--steady] [--algorithm mailspool|classic|both] [--repeat N] [--json]")
 	var o bench.Options
 	db := fs.String("db", "", "database URL to measure (default: a temporary SQLite file, removed at the end; $MAILSPOOL_DATABASE and the config's database are never used)")
-	cfgPath := fs.String("config", "", "TOML config file whose lanes' tables the run refuses to use (default: the default lane's table, "+queue.DefaultTable+")")
+	cfgPath := fs.String("config", "", "TOML config file whose lanes' tables the run refuses to use (default: $MAILSPOOL_CONFIG, ./mailspool.toml or "+config.SystemPath+", else the default lane's table, "+queue.DefaultTable+")")
 	fs.IntVar(&o.Workers, "workers", 4, "workers draining the queue, each with its own connection pool")
 	fs.IntVar(&o.Producers, "producers", 4, "producers enqueueing, each mail in its own transaction")
 	fs.IntVar(&o.Messages, "messages", 20000, "mails of about 4 KB to enqueue and drain")
@@ -53,7 +53,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	// The config only says which tables are lanes'; bench measures the
 	// database it is given, never the config's.
-	cfg, err := config.Load(*cfgPath, "")
+	cfg, err := (&storeFlags{config: *cfgPath}).load()
 	if err != nil {
 		return err
 	}

@@ -23,8 +23,18 @@ type thresholds struct {
 	maxStuck       int64
 }
 
+// checkExitCodes are check's own, as Nagios reads them: a usage error is
+// UNKNOWN too.
+const checkExitCodes = `Exit codes (Nagios):
+  0  OK
+  1  WARNING (a lane is paused)
+  2  CRITICAL (a lane is over a threshold)
+  3  UNKNOWN (bad flags or arguments, database or config unusable)`
+
 func runCheck(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "check", "[--db URL] [--config FILE] [--lane NAME] [--max-backlog N] [--max-failure-rate P] [--min-finished N] [--max-stuck N] [--json]")
+	const usage = "[--db URL] [--config FILE] [--lane NAME] [--max-backlog N] [--max-failure-rate P] [--min-finished N] [--max-stuck N] [--json]"
+	fs := newFlagSet(e, "check", usage)
+	setExitCodes(e, fs, usage, checkExitCodes)
 	var sf storeFlags
 	sf.register(fs)
 	lane := fs.String("lane", "", "only this lane (default: every lane)")

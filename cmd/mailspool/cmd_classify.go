@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/mailspool/mailspool/classify"
-	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/sendgrid"
 	"github.com/mailspool/mailspool/transport/ses"
@@ -44,13 +42,11 @@ func runClassify(_ context.Context, e *env, args []string) error {
 	var relay optionalBool
 	fs.Var(&relay, "relay", "smtp: the lane submits through a relay (logs in, or a submission port), not to the recipient's server; default: the lane's transport URL says, else false")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return usageError{"give the reply text as one argument (quote it)"}
 	}
 	switch *at = strings.ToUpper(*at); *at {
@@ -58,11 +54,11 @@ func runClassify(_ context.Context, e *env, args []string) error {
 	default:
 		return usageError{fmt.Sprintf("--at %q: want MAIL, RCPT, DATA, AUTH or EHLO", *at)}
 	}
-	text := fs.Arg(0)
+	text := pos[0]
 	var rules *classify.Rules
 	laneName := ""
 	if *configPath != "" || *lane != "" {
-		cfg, err := config.Load(*configPath, "")
+		cfg, err := (&storeFlags{config: *configPath}).load()
 		if err != nil {
 			return err
 		}

@@ -10,8 +10,8 @@ import (
 )
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
-	if len(args) > 0 && args[0] == "status" {
-		return runMigrateStatus(ctx, e, args[1:])
+	if i := subcommand(args, "status"); i >= 0 {
+		return runMigrateStatus(ctx, e, append(args[:i:i], args[i+1:]...))
 	}
 	fs := newFlagSet(e, "migrate", "[--db URL] [--config FILE] [--lane NAME] [--print-sql [--store mysql|postgres|sqlite] [--from N]] | status [--json]")
 	var sf storeFlags
@@ -48,7 +48,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 }
 
 func printMigrationSQL(e *env, sf storeFlags, lane, store string, from int) error {
-	cfg, err := config.Load(sf.config, sf.db)
+	cfg, err := sf.load()
 	if err != nil {
 		return err
 	}
@@ -138,4 +138,29 @@ func runMigrateStatus(ctx context.Context, e *env, args []string) error {
 		return exitError{code: exitFailure}
 	}
 	return nil
+}
+
+// valueFlags are migrate's flags that take a value as the next argument.
+var valueFlags = map[string]bool{"db": true, "config": true, "lane": true, "store": true, "from": true}
+
+// subcommand returns the index of the argument name when it stands as a
+// positional argument among flags (migrate --config x status), else -1.
+func subcommand(args []string, name string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return -1
+		}
+		if strings.HasPrefix(a, "-") {
+			flagName := strings.TrimLeft(a, "-")
+			if !strings.Contains(flagName, "=") && valueFlags[flagName] {
+				i++ // its value
+			}
+			continue
+		}
+		if a == name {
+			return i
+		}
+	}
+	return -1
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
@@ -34,7 +35,7 @@ func setPaused(ctx context.Context, e *env, args []string, paused bool, usage st
 	}
 	fs := newFlagSet(e, name, usage)
 	var lf laneFlags
-	lf.register(fs)
+	lf.registerOne(fs, "the lane (required)")
 	extra(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -47,6 +48,32 @@ func setPaused(ctx context.Context, e *env, args []string, paused bool, usage st
 		return err
 	}
 	defer db.Close()
+	holds, err := q.Paused(ctx)
+	if err != nil {
+		return err
+	}
+	var byOperator *queue.Pause
+	for i := range holds {
+		if holds[i].By == "operator" {
+			byOperator = &holds[i]
+		}
+	}
+	if (byOperator != nil) == paused {
+		// Already so: say it, change nothing (a pause keeps its time and reason).
+		if lf.asJSON {
+			return writeJSON(e.stdout, map[string]any{"lane": l.Lane.Name, "paused": paused, "unchanged": true})
+		}
+		if paused {
+			fmt.Fprintf(e.stdout, "lane %s is already paused, by operator since %s", l.Lane.Name, byOperator.Since.UTC().Format(time.RFC3339))
+			if byOperator.Reason != "" {
+				fmt.Fprintf(e.stdout, ": %s", byOperator.Reason)
+			}
+			fmt.Fprintln(e.stdout, "; nothing changed")
+		} else {
+			fmt.Fprintf(e.stdout, "lane %s is not paused by an operator; nothing changed\n", l.Lane.Name)
+		}
+		return nil
+	}
 	if err := act(ctx, q); err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ type actionResult struct {
 func runRetry(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "retry", "[--db URL] [--config FILE] [--lane NAME] [--yes] [--dry-run] [--json] (ID... | --failed [--since D] [--template T] [--to ADDR] [--kind K])")
 	var lf laneFlags
-	lf.register(fs)
+	lf.registerOne(fs, "the lane (required when the config has more than one)")
 	var ff filterFlags
 	ff.register(fs)
 	failed := fs.Bool("failed", false, "retry every failed mail that matches --since, --template, --to and --kind")
@@ -85,7 +85,7 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 func runCancel(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "cancel", "[--db URL] [--config FILE] [--lane NAME] [--yes] [--dry-run] [--json] ID...")
 	var lf laneFlags
-	lf.register(fs)
+	lf.registerOne(fs, "the lane (required when the config has more than one)")
 	yes := fs.Bool("yes", false, "do not ask for confirmation (asked when more than one mail would be cancelled)")
 	dry := fs.Bool("dry-run", false, "print what would be cancelled and change nothing")
 	pos, err := parseArgs(fs, args)

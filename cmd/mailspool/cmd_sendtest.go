@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/mailspool/mailspool/classify"
-	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/fake"
@@ -56,7 +55,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 	u := *rawURL
 	var rules *classify.Rules
 	if u == "" {
-		cfg, err := config.Load(sf.config, "")
+		cfg, err := sf.load()
 		if err != nil {
 			return err
 		}

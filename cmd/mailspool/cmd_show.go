@@ -70,6 +70,11 @@ func runShow(ctx context.Context, e *env, args []string) error {
 	if lf.asJSON {
 		return writeJSON(e.stdout, out)
 	}
+	// The text view names sender and recipient as the mail does, display
+	// names included.
+	if m, err := qs[0].Message(ctx, *id); err == nil {
+		out.Row.From, out.Row.To = addrString(m.From), addrString(m.To)
+	}
 	printRow(e, out)
 	return nil
 }

@@ -36,6 +36,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	if lf.asJSON {
 		return writeJSON(e.stdout, out)
 	}
+	fmt.Fprintf(e.stdout, "config %s\n", lf.source())
 	for _, s := range out {
 		printStats(e, s)
 	}

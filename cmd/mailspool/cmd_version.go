@@ -38,8 +38,16 @@ func runVersion(_ context.Context, e *env, args []string) error {
 		fmt.Fprint(e.stdout, ")")
 	}
 	fmt.Fprintf(e.stdout, " %s\n", v.Go)
+	if v.Revision == "" && (v.Version == "(unknown)" || v.Version == "(devel)") {
+		fmt.Fprintln(e.stdout, noVCS)
+	}
 	return nil
 }
+
+// noVCS says why a binary has neither a version nor a revision.
+const noVCS = `this binary has no version or VCS information: it was built outside a git checkout
+(or with -buildvcs=false, or by go run/go test); build it with "go build ./cmd/mailspool"
+in a git checkout, or install a release with "go install github.com/mailspool/mailspool/cmd/mailspool@VERSION"`
 
 // buildVersion reads the module version and VCS stamp from the build info:
 // "go install ...@v1.2.0" gives the version, a build in a checkout the

@@ -24,14 +24,41 @@ type storeFlags struct {
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.db, "db", "", "database URL: mysql://user:password@host:3306/dbname, postgres://user:password@host:5432/dbname or sqlite:path (default: config, $MAILSPOOL_DATABASE, or "+config.DefaultDatabase+")")
-	fs.StringVar(&f.config, "config", "", "TOML config file with the lanes (default: one lane \"default\", table mail_queue, transport from $MAILSPOOL_LANE_DEFAULT_TRANSPORT)")
+	fs.StringVar(&f.db, "db", "", "database URL: mysql://user:password@host:3306/dbname, postgres://user:password@host:5432/dbname or sqlite:path (default: $MAILSPOOL_DATABASE, else the config's database, else "+config.DefaultDatabase+")")
+	fs.StringVar(&f.config, "config", "", "TOML config file with the lanes (default: $MAILSPOOL_CONFIG, else ./mailspool.toml, else "+config.SystemPath+"; without one: one lane \"default\", table mail_queue, transport from $MAILSPOOL_LANE_DEFAULT_TRANSPORT)")
+}
+
+// load loads the config: --config, else the file config.Find finds.
+func (f *storeFlags) load() (*config.Config, error) {
+	path := f.config
+	if path == "" {
+		var err error
+		if path, _, err = config.Find(); err != nil {
+			return nil, err
+		}
+	}
+	return config.Load(path, f.db)
+}
+
+// source says which config file the flags lead to, for stats and -v.
+func (f *storeFlags) source() string {
+	if f.config != "" {
+		return f.config + " (--config)"
+	}
+	path, from, err := config.Find()
+	switch {
+	case err != nil:
+		return err.Error()
+	case path == "":
+		return "none (one lane \"default\")"
+	}
+	return path + " (" + from + ")"
 }
 
 // open loads the config and opens the database, which "mailspool migrate"
 // must have made: a missing SQLite file is an error, not created.
 func (f *storeFlags) open() (*config.Config, *sql.DB, error) {
-	cfg, err := config.Load(f.config, f.db)
+	cfg, err := f.load()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -44,7 +71,7 @@ func (f *storeFlags) open() (*config.Config, *sql.DB, error) {
 
 // create is open for migrate: it creates a missing SQLite file.
 func (f *storeFlags) create() (*config.Config, *sql.DB, error) {
-	cfg, err := config.Load(f.config, f.db)
+	cfg, err := f.load()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,6 +93,14 @@ type laneFlags struct {
 func (f *laneFlags) register(fs *flag.FlagSet) {
 	f.storeFlags.register(fs)
 	fs.StringVar(&f.lane, "lane", "", "only this lane (default: every lane)")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+}
+
+// registerOne is register for commands on one lane (openOne); laneHelp
+// is --lane's help.
+func (f *laneFlags) registerOne(fs *flag.FlagSet, laneHelp string) {
+	f.storeFlags.register(fs)
+	fs.StringVar(&f.lane, "lane", "", laneHelp)
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 }
 

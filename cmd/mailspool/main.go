@@ -142,9 +142,12 @@ func usage(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nEvery command that touches the database takes --db URL and --config FILE;")
-	fmt.Fprintln(w, "without them it uses sqlite:mailspool.db in the working directory and the fake transport.")
-	fmt.Fprintln(w, "Read commands take --json. Run 'mailspool <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nEvery command that touches the database takes --db URL and --config FILE. Without --db:")
+	fmt.Fprintln(w, "$MAILSPOOL_DATABASE, else the config's database, else sqlite:mailspool.db in the working")
+	fmt.Fprintln(w, "directory. Without --config: one lane \"default\" (table mail_queue) whose transport is")
+	fmt.Fprintln(w, "$MAILSPOOL_LANE_DEFAULT_TRANSPORT; there is no default transport (fake:// only when written).")
+	fmt.Fprintln(w, "Flags go before or after arguments. Read commands take --json.")
+	fmt.Fprintln(w, "Run 'mailspool <command> -h' for a command's flags.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, exitCodesHelp)
 }
@@ -182,14 +185,21 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // parseFlags parses args and refuses positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	if len(pos) > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
 	}
 	return nil
+}
+
+// setExitCodes replaces the exit code table of fs's usage with table.
+func setExitCodes(e *env, fs *flag.FlagSet, args, table string) {
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: mailspool %s %s\n\nFlags:\n", fs.Name(), args)
+		fs.PrintDefaults()
+		fmt.Fprintf(e.stderr, "\n%s\n", table)
+	}
 }

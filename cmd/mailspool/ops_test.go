@@ -346,7 +346,7 @@ func TestVersionAndHelp(t *testing.T) {
 		code, _, stderr := mailspool(t, c.name, "--help")
 		assert.Equal(t, 0, code, c.name)
 		assert.Contains(t, stderr, "Usage: mailspool "+c.name, c.name)
-		assert.Contains(t, stderr, "Exit codes:", c.name)
+		assert.Contains(t, stderr, "Exit codes", c.name)
 	}
 }
 

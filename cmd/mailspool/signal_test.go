@@ -11,17 +11,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // TestMain lets a test run this binary as the real mailspool command:
-// with MAILSPOOL_TEST_MAIN=1 the process is main() with the given arguments.
+// with MAILSPOOL_TEST_MAIN=1 the process is main() with the given
+// arguments, and the scripts of testdata/script run it as "mailspool".
 func TestMain(m *testing.M) {
 	if os.Getenv("MAILSPOOL_TEST_MAIN") == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	testscript.Main(m, map[string]func(){"mailspool": main})
 }
 
 func laneStatsOf(t *testing.T, db, cfg string) laneStats {
