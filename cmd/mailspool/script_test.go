@@ -1,9 +1,13 @@
 package main
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/rogpeppe/go-internal/txtar"
+	"github.com/stretchr/testify/require"
 )
 
 // TestScripts runs the command-line scripts of testdata/script: each runs
@@ -18,4 +22,27 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 	})
+}
+
+// TestOperationsEnqueueFileExampleIsTheScripts: the enqueue --file example
+// of docs/OPERATIONS.md is the file testdata/script/enqueue_file.txtar
+// queues, so the documented example is executed.
+func TestOperationsEnqueueFileExampleIsTheScripts(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/OPERATIONS.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(doc), "## Queueing mail from a file")
+	require.True(t, ok)
+	_, block, ok := strings.Cut(section, "```json\n")
+	require.True(t, ok)
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+	ar, err := txtar.ParseFile("testdata/script/enqueue_file.txtar")
+	require.NoError(t, err)
+	for _, f := range ar.Files {
+		if f.Name == "mails.json" {
+			require.Equal(t, block, string(f.Data))
+			return
+		}
+	}
+	t.Fatal("enqueue_file.txtar has no mails.json")
 }
