@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
@@ -20,8 +22,8 @@ import (
 	_ "modernc.org/sqlite" // the tests open SQLite databases, as a program would
 )
 
-// mariaDBURL is the server the MariaDB half of the tests runs on; each test
-// gets a database of its own there.
+// mariaDBURL and postgresURL are the servers the MariaDB and PostgreSQL
+// thirds of the tests run on; each test gets a database of its own there.
 func mariaDBURL() string {
 	if u := os.Getenv("MAILSPOOL_TEST_MYSQL"); u != "" {
 		return u
@@ -29,13 +31,21 @@ func mariaDBURL() string {
 	return "mysql://root@127.0.0.1:3306/test"
 }
 
-// forEachStore runs f on a fresh, migrated SQLite file and MariaDB
-// database. Under CI=true an unreachable MariaDB fails the test; elsewhere
-// it skips the MariaDB half, saying how to start it.
+func postgresURL() string {
+	if u := os.Getenv("MAILSPOOL_TEST_POSTGRES"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres"
+}
+
+// forEachStore runs f on a fresh, migrated SQLite file, MariaDB database
+// and PostgreSQL database. Under CI=true an unreachable server fails the
+// test; elsewhere it skips that third, saying how to start the server.
 func forEachStore(t *testing.T, f func(t *testing.T, db *sql.DB)) {
 	t.Helper()
 	t.Run("sqlite", func(t *testing.T) { f(t, sqliteDB(t)) })
 	t.Run("mariadb", func(t *testing.T) { f(t, mariaDB(t)) })
+	t.Run("postgres", func(t *testing.T) { f(t, postgresDB(t)) })
 }
 
 func sqliteDB(t testing.TB) *sql.DB {
@@ -49,33 +59,53 @@ func sqliteDB(t testing.TB) *sql.DB {
 
 func mariaDB(t testing.TB) *sql.DB {
 	t.Helper()
-	server, err := dburl.Open(mariaDBURL())
+	return serverDB(t, "MariaDB", mariaDBURL(), "DROP DATABASE IF EXISTS %s",
+		"start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql, or set MAILSPOOL_TEST_MYSQL")
+}
+
+func postgresDB(t testing.TB) *sql.DB {
+	t.Helper()
+	return serverDB(t, "PostgreSQL", postgresURL(), "DROP DATABASE IF EXISTS %s WITH (FORCE)",
+		"start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start, or set MAILSPOOL_TEST_POSTGRES")
+}
+
+// serverDB creates a migrated database of its own on the server at
+// serverURL, dropped with drop at the end of the test.
+func serverDB(t testing.TB, name, serverURL, drop, start string) *sql.DB {
+	t.Helper()
+	server, err := dburl.Open(serverURL)
 	require.NoError(t, err)
 	defer server.Close()
+	// Only the ping is bounded: creating and migrating the database takes
+	// as long as a loaded machine needs.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := server.PingContext(ctx); err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("MariaDB is required under CI=true but %s does not answer: %v", transport.Redact(mariaDBURL()), err)
+			t.Fatalf("%s is required under CI=true but %s does not answer: %v", name, transport.Redact(serverURL), err)
 		}
-		t.Skipf("MariaDB at %s does not answer (%v); start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql, or set MAILSPOOL_TEST_MYSQL", transport.Redact(mariaDBURL()), err)
+		t.Skipf("%s at %s does not answer (%v); %s", name, transport.Redact(serverURL), err, start)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	name := "mailspool_t_" + hex.EncodeToString(b[:])
-	_, err = server.Exec("CREATE DATABASE " + name)
+	dbName := "mailspool_t_" + hex.EncodeToString(b[:])
+	_, err = server.Exec("CREATE DATABASE " + dbName)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		if db, err := dburl.Open(mariaDBURL()); err == nil {
-			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
+		if db, err := dburl.Open(serverURL); err == nil {
+			_, _ = db.Exec(fmt.Sprintf(drop, dbName))
 			db.Close()
 		}
 	})
-	u, _, _ := strings.Cut(mariaDBURL(), "?")
-	db, err := dburl.Open(u[:strings.LastIndex(u, "/")+1] + name)
+	base, query, _ := strings.Cut(serverURL, "?")
+	u := base[:strings.LastIndex(base, "/")+1] + dbName
+	if query != "" {
+		u += "?" + query
+	}
+	db, err := dburl.Open(u)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	require.NoError(t, queue.Migrate(context.Background(), db)) // as long as it takes on a loaded machine
+	require.NoError(t, queue.Migrate(context.Background(), db))
 	return db
 }
 
@@ -136,7 +166,7 @@ func seed(t testing.TB, db *sql.DB) seeded {
 		if m.code == 550 {
 			scope = "recipient"
 		}
-		_, err = db.Exec(`UPDATE mail_queue SET status = ?, attempts = ?, last_kind = ?, last_code = ?, last_rule = ?, last_scope = ?, last_error = ?, next_run = ? WHERE id = ?`,
+		_, err = db.Exec(placeholder.For(db, `UPDATE mail_queue SET status = ?, attempts = ?, last_kind = ?, last_code = ?, last_rule = ?, last_scope = ?, last_error = ?, next_run = ? WHERE id = ?`),
 			m.status, min(m.status, 1), m.kind, m.code, m.rule, scope, m.errTxt, m.next, id)
 		require.NoError(t, err)
 		s.ids[m.to] = id
