@@ -143,8 +143,11 @@ func openTransport(ctx context.Context, rawURL string) (transport.Transport, err
 	return config.Transports().OpenTransport(ctx, rawURL)
 }
 
+// writeJSON prints v as indented JSON, without HTML escaping (<, > and &
+// stay as they are).
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

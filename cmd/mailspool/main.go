@@ -102,35 +102,54 @@ func run(ctx context.Context, e *env, args []string) int {
 		if c.name != args[0] {
 			continue
 		}
-		err := c.run(ctx, e, args[1:])
+		out := &countingWriter{w: e.stdout}
+		err := c.run(ctx, &env{stdin: e.stdin, stdout: out, stderr: e.stderr}, args[1:])
+		code := exitCode(err)
 		var ue usageError
 		var ee exitError
 		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
+		case err == nil || errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.As(err, &ee):
 			if ee.err != nil {
 				fmt.Fprintf(e.stderr, "mailspool %s: %v\n", c.name, ee.err)
 			}
-			return ee.code
+			// check prints its own JSON line.
+			return code
 		case errors.As(err, &ue):
 			fmt.Fprintf(e.stderr, "mailspool %s: %v\nRun 'mailspool %s -h' for its flags.\n", c.name, err, c.name)
-			return exitUsage
+		default:
+			fmt.Fprintf(e.stderr, "mailspool %s: %v\n", c.name, err)
 		}
-		fmt.Fprintf(e.stderr, "mailspool %s: %v\n", c.name, err)
-		switch {
-		case errors.Is(err, queue.ErrNotFound):
-			return exitNotFound
-		case errors.Is(err, queue.ErrRateLimited):
-			return exitRateLimited
+		if wantsJSON(args[1:]) && out.n == 0 {
+			// A command that printed its result (retry, cancel: what was
+			// done, and the mails left alone in the error) keeps it.
+			writeJSONError(e.stdout, err, code)
 		}
-		return exitFailure
+		return code
 	}
 	fmt.Fprintf(e.stderr, "mailspool: unknown command %q\n\n", args[0])
 	usage(e.stderr)
 	return exitUsage
+}
+
+// exitCode is the exit status a command's error maps to.
+func exitCode(err error) int {
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, queue.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, queue.ErrRateLimited):
+		return exitRateLimited
+	}
+	return exitFailure
 }
 
 func usage(w io.Writer) {
