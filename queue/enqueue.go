@@ -183,6 +183,7 @@ func (q *Queue) enqueueOwnTx(ctx context.Context, db *sql.DB, m *transport.Messa
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("queue: enqueue: commit: %w", err)
 	}
+	q.wakers.wake()
 	return id, nil
 }
 
@@ -290,7 +291,8 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 	}
 	if q.d.postgres {
 		var id int64
-		err := exec.QueryRowContext(ctx, q.inserts.rowSQL, args...).Scan(&id)
+		var notified any
+		err := exec.QueryRowContext(ctx, q.inserts.rowSQL, args...).Scan(&id, &notified)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return 0, errIdemTaken
@@ -336,7 +338,9 @@ func (q *Queue) prepareInserts(ctx context.Context) {
 	switch {
 	case q.d.postgres:
 		// A key another enqueue wrote first returns no id (errIdemTaken).
-		q.inserts.rowSQL = q.d.rebind(`INSERT INTO ` + q.table + ` (` + cols + `) VALUES (` + values + `) ON CONFLICT (idem_key) DO NOTHING RETURNING id`)
+		// The notification wakes listening workers at commit (listen.go).
+		q.inserts.rowSQL = q.d.rebind(`INSERT INTO ` + q.table + ` (` + cols + `) VALUES (` + values + `) ON CONFLICT (idem_key) DO NOTHING
+  RETURNING id, pg_notify('` + notifyChannel(q.lane.Table) + `', '')`)
 		return
 	case !q.d.sqlite:
 		q.inserts.rowSQL = q.d.lockBounded(`INSERT INTO `+q.table+` (`+cols+`) VALUES (`+values+`)`, q.lockWait)

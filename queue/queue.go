@@ -91,6 +91,7 @@ type Queue struct {
 	lanes  string // quoted lanesTable
 
 	inserts inserts // the enqueue's statements
+	wakers  wakers  // the workers of this Queue in this process, woken by its own enqueues
 
 	// For SQLite: the database file and what it was when New opened it,
 	// and this process's turn to write to it (see sqliteTurns).

@@ -1,0 +1,89 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// idleWorker runs a worker on q whose poll interval is an hour, and
+// returns once its first claim found nothing: from then on only a wake
+// makes it claim again.
+func idleWorker(t *testing.T, q *Queue, tr *funcTransport) *Worker {
+	t.Helper()
+	var claims atomic.Int64
+	w, err := NewWorker(q, tr, &WorkerOptions{PollInterval: time.Hour, CleanupInterval: -1, Logger: quietLogger(),
+		Observer: &Observer{ClaimFunc: func(ClaimEvent) { claims.Add(1) }}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); assert.NoError(t, w.Run(ctx)) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	waitProgress(t, "the first claim", 20*time.Second, 1, func() int { return int(claims.Load()) })
+	return w
+}
+
+// TestWakeEndsTheWait: an idle worker sends mail enqueued in the
+// application's transaction when woken after the commit, and mail its own
+// Queue enqueued in a transaction of its own without being told, instead
+// of an hour later.
+func TestWakeEndsTheWait(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+		tr := newFuncTransport(nil)
+		w := idleWorker(t, q, tr)
+
+		tx, err := s.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = q.Enqueue(ctx, tx, testMessage("ann@example.com"))
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
+		w.Wake()
+		waitProgress(t, "sent after Wake", 20*time.Second, 1, func() int { return int(tr.total.Load()) })
+
+		_, err = q.Enqueue(ctx, s.db, testMessage("bob@example.com"))
+		require.NoError(t, err)
+		waitProgress(t, "sent after the queue's own enqueue", 20*time.Second, 2, func() int { return int(tr.total.Load()) })
+		waitProgress(t, "recorded as sent", 20*time.Second, 2, func() int { return countRows(t, s.db, q.table, "status = 2") })
+	})
+}
+
+// TestNotifyWakesWorkersElsewhere: on PostgreSQL an idle worker sends mail
+// that another handle (another process, for all it knows) enqueued in its
+// own transaction, woken by the notification sent at commit; when its
+// listening connection is killed it listens again and goes on.
+func TestNotifyWakesWorkersElsewhere(t *testing.T) {
+	t.Parallel()
+	s := newPostgresStore(t)
+	ctx := context.Background()
+	tr := newFuncTransport(nil)
+	idleWorker(t, newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil), tr)
+
+	app := s.open(t)
+	producer := newQueue(t, app, Lane{RecipientLimit: NoLimit}, nil)
+	enqueue := func(to string) {
+		tx, err := app.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = producer.Enqueue(ctx, tx, testMessage(to))
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
+	}
+	enqueue("ann@example.com")
+	waitProgress(t, "sent after the notification", 20*time.Second, 1, func() int { return int(tr.total.Load()) })
+
+	// Kill the listening connection, as a server restart or a network
+	// cut would.
+	var killed int
+	require.NoError(t, app.QueryRowContext(ctx, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+  WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&killed))
+	require.Equal(t, 1, killed)
+	enqueue("bob@example.com")
+	waitProgress(t, "sent after listening again", 20*time.Second, 2, func() int { return int(tr.total.Load()) })
+}
