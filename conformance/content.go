@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"fmt"
 	"net/mail"
 	"strings"
@@ -64,6 +65,51 @@ func compareReceived(m *transport.Message, got Received) []string {
 	}
 	for _, h := range m.Headers {
 		check(h.Name+" header", h.Value, got.Header.Get(h.Name))
+	}
+	return diffs
+}
+
+// attachmentMessage returns the message the attachments case sends: text
+// and HTML, an inline image the HTML references, and two attachments, one
+// named in UTF-8 long enough to need RFC 2231 continuations, one with
+// bytes that are not text and a name with a space and a quote.
+func attachmentMessage() *transport.Message {
+	m := testMessage("attachments")
+	m.HTML = `<p>Ihre Rechnung</p><img src="cid:logo@example.com" alt="logo">`
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89")
+	pdf := []byte("%PDF-1.4\n" + strings.Repeat("Rechnung März 2026 — 你好 \r\n. \n", 300) + "%%EOF\n")
+	bin := make([]byte, 5000)
+	for i := range bin {
+		bin[i] = byte(i * 7)
+	}
+	m.Attachments = []transport.Attachment{
+		{Filename: "logo.png", ContentType: "image/png", Data: png, Inline: true, ContentID: "logo@example.com"},
+		{Filename: "Rechnung März 2026 — Übersicht für Jörg Müller (Kundennummer 4711).pdf", ContentType: "application/pdf", Data: pdf},
+		{Filename: `data "raw" 1.bin`, ContentType: "application/octet-stream", Data: bin},
+	}
+	return m
+}
+
+// compareAttachments lists every way the files got differ from want's.
+func compareAttachments(want []transport.Attachment, got []transport.Attachment) []string {
+	if len(got) != len(want) {
+		return []string{fmt.Sprintf("received %d attachments, want %d", len(got), len(want))}
+	}
+	var diffs []string
+	for i, w := range want {
+		g := got[i]
+		if g.Filename != w.Filename {
+			diffs = append(diffs, fmt.Sprintf("attachment %d: filename %q, want %q", i, g.Filename, w.Filename))
+		}
+		if g.ContentType != w.ContentType {
+			diffs = append(diffs, fmt.Sprintf("attachment %d: content type %q, want %q", i, g.ContentType, w.ContentType))
+		}
+		if !bytes.Equal(g.Data, w.Data) {
+			diffs = append(diffs, fmt.Sprintf("attachment %d (%s): %d bytes differ from the %d sent", i, w.Filename, len(g.Data), len(w.Data)))
+		}
+		if g.Inline != w.Inline || g.ContentID != w.ContentID {
+			diffs = append(diffs, fmt.Sprintf("attachment %d: inline %v cid %q, want inline %v cid %q", i, g.Inline, g.ContentID, w.Inline, w.ContentID))
+		}
 	}
 	return diffs
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ var genericCases = []struct {
 	{"concurrent-send", concurrentSend},
 	{"close", closeCase},
 	{"intact-content", intactContent},
+	{"attachments", attachmentsIntact},
 	{"receipt-message-id", receiptMessageID},
 	{"no-secret-in-errors", noSecretInErrors},
 }
@@ -175,6 +177,34 @@ func intactContent(t *testing.T, e *env) {
 		e.fatalf(t, "the backend received %d mails, want 1", len(rs))
 	}
 	for _, d := range compareReceived(m, rs[0]) {
+		e.errorf(t, "%s", d)
+	}
+}
+
+// attachmentsIntact: the backend receives every attachment with its bytes,
+// file name (RFC 2231 in MIME, never an encoded word in a parameter), type,
+// disposition and content ID, and the bodies beside them.
+func attachmentsIntact(t *testing.T, e *env) {
+	tr := e.open(t, Accept)
+	if _, ok := e.received(t); !ok {
+		t.Skip("the harness cannot show received mail")
+	}
+	m := attachmentMessage()
+	if err := m.Validate(); err != nil {
+		e.fatalf(t, "conformance: the attachments message is invalid: %v", err)
+	}
+	mustSend(t, e, tr, m)
+	rs, _ := e.received(t)
+	if len(rs) != 1 {
+		e.fatalf(t, "the backend received %d mails, want 1", len(rs))
+	}
+	if got, want := strings.TrimRight(rs[0].HTML, "\n"), m.HTML; got != want {
+		e.errorf(t, "HTML: got %q, want %q", got, want)
+	}
+	if got, want := strings.TrimRight(rs[0].Text, "\n"), strings.TrimRight(m.Text, "\n"); got != want {
+		e.errorf(t, "Text: got %q, want %q", got, want)
+	}
+	for _, d := range compareAttachments(m.Attachments, rs[0].Attachments) {
 		e.errorf(t, "%s", d)
 	}
 }

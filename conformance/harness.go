@@ -124,4 +124,6 @@ type Received struct {
 	// Header holds every header field as received (canonical keys), e.g.
 	// Message-Id (with angle brackets), Reply-To, List-Unsubscribe.
 	Header textproto.MIMEHeader
+	// Attachments are the files received, attached or inline, in order.
+	Attachments []transport.Attachment
 }

@@ -12,6 +12,8 @@ import (
 	"net/mail"
 	"net/textproto"
 	"strings"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
 // maxMIMEDepth bounds how deeply multipart bodies may nest.
@@ -105,6 +107,9 @@ func walkPart(r *Received, h textproto.MIMEHeader, body io.Reader, depth int) er
 			}
 		}
 	}
+	if isAttachment(h) || filename(h) != "" || (mediaType != "text/plain" && mediaType != "text/html") {
+		return readAttachment(r, h, mediaType, body)
+	}
 	var target *string
 	switch mediaType {
 	case "text/plain":
@@ -123,6 +128,47 @@ func walkPart(r *Received, h textproto.MIMEHeader, body io.Reader, depth int) er
 	}
 	*target = text
 	return nil
+}
+
+// readAttachment decodes a part that is a file into r.Attachments. A file
+// name written as an RFC 2047 encoded word inside a parameter, which RFC
+// 2047 (section 5) forbids, is an error: clients show it as it is.
+func readAttachment(r *Received, h textproto.MIMEHeader, mediaType string, body io.Reader) error {
+	for _, field := range []string{"Content-Type", "Content-Disposition"} {
+		if strings.Contains(h.Get(field), "=?") {
+			return fmt.Errorf("%s %q holds an RFC 2047 encoded word in a parameter (RFC 2231 is the way to write a name that is not ASCII)", field, h.Get(field))
+		}
+	}
+	if enc := strings.ToLower(strings.TrimSpace(h.Get("Content-Transfer-Encoding"))); enc == "base64" {
+		body = base64.NewDecoder(base64.StdEncoding, body)
+	} else if enc == "quoted-printable" {
+		body = quotedprintable.NewReader(body)
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return fmt.Errorf("attachment %q: %w", filename(h), err)
+	}
+	d, _, _ := mime.ParseMediaType(h.Get("Content-Disposition"))
+	r.Attachments = append(r.Attachments, transport.Attachment{
+		Filename:    filename(h),
+		ContentType: mediaType,
+		Data:        data,
+		Inline:      d == "inline",
+		ContentID:   strings.TrimSuffix(strings.TrimPrefix(h.Get("Content-Id"), "<"), ">"),
+	})
+	return nil
+}
+
+// filename is the file name of a part: its Content-Disposition's filename
+// parameter or else its Content-Type's name, RFC 2231 decoded.
+func filename(h textproto.MIMEHeader) string {
+	if _, p, err := mime.ParseMediaType(h.Get("Content-Disposition")); err == nil && p["filename"] != "" {
+		return p["filename"]
+	}
+	if _, p, err := mime.ParseMediaType(h.Get("Content-Type")); err == nil {
+		return p["name"]
+	}
+	return ""
 }
 
 func isAttachment(h textproto.MIMEHeader) bool {

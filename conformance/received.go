@@ -34,5 +34,7 @@ func ReceivedFromMessage(m *transport.Message) Received {
 		Text:     m.Text,
 		HTML:     m.HTML,
 		Header:   h,
+
+		Attachments: m.Attachments,
 	}
 }

@@ -46,6 +46,9 @@ type Message struct {
 	// order (go-mail sorts them, SendGrid takes a JSON object). Fields the
 	// adapter sets itself are rejected by Validate; see [ReservedHeader].
 	Headers []Header
+	// Attachments are files sent with the mail: attached, or shown inside
+	// the HTML body (Inline, referenced as cid:ContentID). See [Attachment].
+	Attachments []Attachment
 }
 
 // Header is one extra header field.
@@ -156,7 +159,7 @@ func (m *Message) Validate() error {
 	if n := m.Size(); n > MaxMessageSize {
 		return &ValidationError{Field: "message", Reason: fmt.Sprintf("size %d bytes is over the limit of %d", n, MaxMessageSize)}
 	}
-	return nil
+	return m.validateAttachments()
 }
 
 func validateAddress(field string, a mail.Address, required bool) error {

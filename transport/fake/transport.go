@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -197,6 +198,13 @@ func (t *Transport) Reset() {
 func cloneMessage(m *transport.Message) transport.Message {
 	c := *m
 	c.Headers = append([]transport.Header(nil), m.Headers...)
+	if m.Attachments != nil {
+		c.Attachments = make([]transport.Attachment, len(m.Attachments))
+		for i, a := range m.Attachments {
+			a.Data = bytes.Clone(a.Data)
+			c.Attachments[i] = a
+		}
+	}
 	return c
 }
 

@@ -3,6 +3,7 @@ package sendgrid_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailspool/mailspool/conformance"
+	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/sendgrid"
 )
 
@@ -43,7 +45,14 @@ type v3Request struct {
 		Type  string `json:"type"`
 		Value string `json:"value"`
 	} `json:"content"`
-	Headers map[string]string `json:"headers"`
+	Headers     map[string]string `json:"headers"`
+	Attachments []struct {
+		Content     string `json:"content"`
+		Type        string `json:"type"`
+		Filename    string `json:"filename"`
+		Disposition string `json:"disposition"`
+		ContentID   string `json:"content_id"`
+	} `json:"attachments"`
 }
 
 func toReceived(req *v3Request) conformance.Received {
@@ -71,6 +80,11 @@ func toReceived(req *v3Request) conformance.Received {
 	}
 	for k, v := range req.Headers {
 		got.Header.Add(k, v)
+	}
+	for _, a := range req.Attachments {
+		data, _ := base64.StdEncoding.DecodeString(a.Content)
+		got.Attachments = append(got.Attachments, transport.Attachment{Filename: a.Filename, ContentType: a.Type, Data: data,
+			Inline: a.Disposition == "inline", ContentID: a.ContentID})
 	}
 	if req.ReplyTo != nil {
 		got.Header.Set("Reply-To", (&mail.Address{Name: req.ReplyTo.Name, Address: req.ReplyTo.Email}).String())

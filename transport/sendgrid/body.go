@@ -1,6 +1,7 @@
 package sendgrid
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
@@ -13,7 +14,9 @@ import (
 // requestBody validates m and returns the v3 mail/send JSON for it: one
 // personalization with the one recipient, text/plain before text/html (the
 // order SendGrid requires), reply_to, and the extra headers plus Message-ID
-// (a fresh one when m has none).
+// (a fresh one when m has none), and the attachments array: each file in
+// base64 with its type, file name (UTF-8: SendGrid encodes it), and
+// disposition, inline ones with their content_id.
 //
 // Addresses go out in 7-bit ASCII, internationalized domains as A-labels:
 // SendGrid, like SES, does not take SMTPUTF8 addresses, and an address with
@@ -47,6 +50,15 @@ func requestBody(m *transport.Message) ([]byte, error) {
 	// object of headers could not hold.
 	for _, h := range m.Headers {
 		v3.SetHeader(h.Name, h.Value)
+	}
+	for i := range m.Attachments {
+		a := &m.Attachments[i]
+		sa := &sgmail.Attachment{Content: base64.StdEncoding.EncodeToString(a.Data), Type: a.ContentTypeOrDefault(),
+			Filename: a.Filename, Disposition: "attachment"}
+		if a.Inline {
+			sa.Disposition, sa.ContentID = "inline", a.ContentID
+		}
+		v3.AddAttachment(sa)
 	}
 	// Not sgmail.GetRequestBody: it logs and drops marshalling errors.
 	body, err := json.Marshal(v3)

@@ -85,6 +85,8 @@ type script struct {
 	// later, without holding up the next: a server a network round trip
 	// of delay away.
 	delay time.Duration
+	// maxSize advertises SIZE maxSize in the EHLO reply (0: no SIZE).
+	maxSize int64
 	// noPipelining leaves PIPELINING out of the EHLO reply, which go-smtp
 	// always offers. Without TLS only: it edits the bytes on the wire.
 	noPipelining bool
@@ -140,6 +142,7 @@ func startServer(t testing.TB, sc script) *server {
 	s.srv.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.AllowInsecureAuth = sc.tls == noTLS
 	s.srv.EnableSMTPUTF8 = sc.utf8
+	s.srv.MaxMessageBytes = sc.maxSize
 	s.srv.ReadTimeout = 10 * time.Second
 	s.srv.WriteTimeout = 10 * time.Second
 	// Greeting actions happen on the TCP connection, before any implicit

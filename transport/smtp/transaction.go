@@ -2,11 +2,13 @@ package smtp
 
 import (
 	"errors"
+	"io"
 	"net/textproto"
 	"strings"
 
-	"github.com/wneessen/go-mail"
 	mailsmtp "github.com/wneessen/go-mail/smtp"
+
+	"github.com/mailspool/mailspool/transport/internal/render"
 )
 
 // transaction runs one mail transaction on sc: MAIL FROM, RCPT TO, DATA,
@@ -19,12 +21,12 @@ import (
 // When the server offers PIPELINING the envelope goes out as one group
 // (see pipelined): a mail then costs two round trips, the envelope and the
 // message, instead of four.
-func transaction(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
-	from, err := msg.GetSender(false)
+func transaction(sc *mailsmtp.Client, msg *render.Mail) (string, error) {
+	from, err := msg.Msg.GetSender(false)
 	if err != nil {
 		return "", &stepError{step: stepMessage, err: err}
 	}
-	rcpts, err := msg.GetRecipients()
+	rcpts, err := msg.Msg.GetRecipients()
 	if err != nil {
 		return "", &stepError{step: stepMessage, err: err}
 	}
@@ -135,7 +137,7 @@ func mailCommand(sc *mailsmtp.Client, from string) string {
 
 // content writes the message after the server's 354, then the terminator,
 // and returns the text of the server's 250 reply to it.
-func content(sc *mailsmtp.Client, msg *mail.Msg) (string, error) {
+func content(sc *mailsmtp.Client, msg io.WriterTo) (string, error) {
 	w := &dataWriter{w: sc.Text.W}
 	if _, err := msg.WriteTo(w); err != nil {
 		return "", &stepError{step: stepContent, err: err, broken: true}

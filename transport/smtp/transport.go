@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/wneessen/go-mail"
 
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/internal/render"
@@ -104,6 +104,10 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 		if err != nil {
 			return transport.Receipt{}, err
 		}
+		if err := tooBig(s, m); err != nil {
+			t.pool.put(s)
+			return transport.Receipt{}, err
+		}
 		msg, err := t.render(s, m)
 		if err != nil {
 			t.pool.put(s)
@@ -121,7 +125,7 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 		// A 250 after the DATA terminator is a delivery even if the context
 		// ended right after it.
 		if err == nil {
-			return transport.Receipt{MessageID: render.MessageID(msg), Response: response}, nil
+			return transport.Receipt{MessageID: render.MessageID(msg.Msg), Response: response}, nil
 		}
 		if reused && !interrupted && staleAtMail(err) {
 			// The server let the idle connection go (or says it is about
@@ -139,7 +143,7 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 // render builds the mail for session s. Without SMTPUTF8 on the server,
 // internationalized domains go out as A-labels, and an address whose local
 // part is not ASCII is a Permanent error: it cannot be written at all.
-func (t *Transport) render(s *session, m *transport.Message) (*mail.Msg, error) {
+func (t *Transport) render(s *session, m *transport.Message) (*render.Mail, error) {
 	if ok, _ := s.sc.Extension("SMTPUTF8"); !ok {
 		a, err := render.ASCII(m)
 		if err != nil {
@@ -147,11 +151,31 @@ func (t *Transport) render(s *session, m *transport.Message) (*mail.Msg, error) 
 		}
 		m = a
 	}
-	msg, err := render.Msg(m)
+	msg, err := render.Render(m)
 	if err != nil {
 		return nil, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Detail: "invalid message", Err: err}
 	}
 	return msg, nil
+}
+
+// tooBig refuses m before its transaction when the server's SIZE (RFC
+// 1870, from its EHLO reply) is smaller than m's encoded size: a Permanent
+// error about the message, which no retry can fix; nothing is sent, and
+// the session stays usable.
+func tooBig(s *session, m *transport.Message) error {
+	ok, param := s.sc.Extension("SIZE")
+	if !ok {
+		return nil
+	}
+	limit, err := strconv.Atoi(strings.TrimSpace(param))
+	if err != nil || limit <= 0 { // "SIZE" alone or "SIZE 0": no limit declared
+		return nil
+	}
+	if n := m.EncodedSize(); n > limit {
+		return &transport.Error{Kind: transport.Permanent, Enhanced: "5.3.4", Rule: "smtp-size",
+			Detail: fmt.Sprintf("message of %d bytes encoded is over the server's SIZE limit of %d", n, limit)}
+	}
+	return nil
 }
 
 // session returns a session that is ready for MAIL FROM, holding one pool

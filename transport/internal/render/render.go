@@ -4,8 +4,6 @@
 package render
 
 import (
-	"bytes"
-	"fmt"
 	"strings"
 
 	"github.com/wneessen/go-mail"
@@ -14,7 +12,7 @@ import (
 )
 
 // Msg validates m ([transport.Message.Validate]) and returns the go-mail
-// message for it:
+// message for it, without m's attachments (see [Render]):
 //
 //   - From, To and Reply-To with their display names (RFC 2047 encoded when
 //     not ASCII); the envelope sender and recipient are From and To;
@@ -64,17 +62,14 @@ func Msg(m *transport.Message) (*mail.Msg, error) {
 }
 
 // MIME returns the raw RFC 5322 bytes (CRLF line endings) of the message
-// [Msg] builds for m, with the same validation and errors.
+// [Render] builds for m, attachments included, with the same validation
+// and errors.
 func MIME(m *transport.Message) ([]byte, error) {
-	msg, err := Msg(m)
+	r, err := Render(m)
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	if _, err := msg.WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("render: write mime: %w", err)
-	}
-	return buf.Bytes(), nil
+	return r.MIME()
 }
 
 // MessageID returns the Message-ID value msg goes out with, without the
