@@ -264,6 +264,9 @@ func buildLane(name string, lc laneConfig, fromFile bool) (Lane, error) {
 		return fail("transport", fmt.Errorf("missing (a transport URL, or set %s)", laneEnv(name)))
 	}
 	l := queue.Lane{Name: name, Table: lc.Table, MaxSize: lc.MaxSize}
+	if l.MaxSize == 0 && ls.Transport != "" {
+		l.MaxSize = DefaultMaxSize(ls.Transport)
+	}
 	if l.Table == "" {
 		l.Table = queue.DefaultTable
 	}

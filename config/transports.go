@@ -1,12 +1,29 @@
 package config
 
 import (
+	"strings"
+
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/fake"
 	"github.com/mailspool/mailspool/transport/sendgrid"
 	"github.com/mailspool/mailspool/transport/ses"
 	"github.com/mailspool/mailspool/transport/smtp"
 )
+
+// DefaultMaxSize is the size limit of a lane whose config names none,
+// from its transport URL's scheme: what Amazon SES (40 MB) or SendGrid
+// (30 MB) takes, and for SMTP and the fake transport.MaxEncodedSize (an
+// SMTP server's own SIZE is checked at each send).
+func DefaultMaxSize(transportURL string) int {
+	scheme, _, _ := strings.Cut(transportURL, "://")
+	switch strings.ToLower(scheme) {
+	case ses.Scheme:
+		return ses.MaxMessageSize
+	case sendgrid.Scheme:
+		return sendgrid.MaxMessageSize
+	}
+	return transport.MaxEncodedSize
+}
 
 // Transports returns a Mux of every adapter this module ships, by URL
 // scheme: fake, smtp, smtps, ses and sendgrid.

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -115,6 +116,27 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 	return len(jobs), done, nil
 }
 
+// loadFiles reads j's attachments into its message. When it cannot, it
+// returns the row's next state instead: given back unsent, due again after
+// a short pause, when the database failed; failed when the files are gone,
+// since the mail is never sent without them.
+func (w *Worker) loadFiles(ctx context.Context, j *job) (rowUpdate, bool) {
+	files, err := w.q.loadFiles(ctx, j.id, j.files)
+	if err == nil {
+		j.msg.Attachments = files
+		return rowUpdate{}, true
+	}
+	now := w.q.clock.Now()
+	var missing *missingFilesError
+	if errors.As(err, &missing) {
+		u := w.q.lane.Retry.next(j, event{kind: evUnsendable, why: err.Error()}, now)
+		w.observeOutcome(j, u, kindUnsendable, err, false, 0)
+		return u, false
+	}
+	w.log.Warn("reading a mail's attachments failed; giving it back", "id", j.id, "err", err)
+	return w.q.lane.Retry.next(j, event{kind: evReleased, due: now.Add(minWriteBackoff * 10).UnixMilli()}, now), false
+}
+
 // collect records a batch's outcomes as its sends finish: the outcomes that
 // arrive within flushDelay of each other are written in one statement, so a
 // fast batch costs one statement and a slow send does not hold back the
@@ -199,6 +221,15 @@ func (w *Worker) record(token string, updates []rowUpdate) error {
 func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.SendTimeout)
 	defer cancel()
+	if j.files > 0 {
+		// The files are read now and let go after the send, so that only
+		// the mails being sent hold theirs (files.go).
+		u, ok := w.loadFiles(ctx, j)
+		if !ok {
+			return u
+		}
+		defer func() { j.msg.Attachments = nil }()
+	}
 	start := time.Now()
 	receipt, err := w.tr.Send(ctx, &j.msg)
 	took := time.Since(start)

@@ -1,17 +1,19 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // claimColumns are read for each claimed row, before its bodies and
 // headers (withBodies).
-const claimColumns = `id, next_run, attempts, max_attempts, crashes, not_after, maybe_delivered, created_at, message_id,
+const claimColumns = `id, nice, next_run, attempts, max_attempts, crashes, not_after, maybe_delivered, created_at, attachments, message_id,
   from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject`
 
 // claim takes up to n due rows for token in one short transaction and
@@ -125,7 +127,7 @@ func isolateSuspects(jobs []*job) []*job {
 }
 
 // A cursor remembers, per status, where a claimer's last pick ended (the
-// due order's (next_run, id) of the last row it took), so that its next
+// due order's (nice, next_run, id) of the last row it took), so that its next
 // pick starts there instead of at the start of the status's index range.
 //
 // Why: a claim moves its rows out of the range, but InnoDB only
@@ -157,11 +159,12 @@ type cursor struct {
 	contended bool
 }
 
-type dueKey struct{ nextRun, id int64 }
+// dueKey is a row's place in the due order: (nice, next_run, id).
+type dueKey struct{ nice, nextRun, id int64 }
 
 // after reports whether k comes after o in the due order.
 func (k dueKey) after(o dueKey) bool {
-	return k.nextRun > o.nextRun || (k.nextRun == o.nextRun && k.id > o.id)
+	return cmp.Or(cmp.Compare(k.nice, o.nice), cmp.Compare(k.nextRun, o.nextRun), cmp.Compare(k.id, o.id)) > 0
 }
 
 // refresh forgets the cursor's positions once fullPickEvery has passed
@@ -222,7 +225,7 @@ func (q *Queue) pick(ctx context.Context, tx *sql.Tx, cur *cursor, status int, n
 func lastDue(jobs []*job) dueKey {
 	last := dueKey{}
 	for _, j := range jobs {
-		if k := (dueKey{j.nextRun, j.id}); k.after(last) {
+		if k := j.dueKey(); k.after(last) {
 			last = k
 		}
 	}
@@ -234,47 +237,79 @@ func lastDue(jobs []*job) dueKey {
 // pickLocking for MySQL/MariaDB with it): on PostgreSQL, SKIP LOCKED tests
 // a row's lock on the tuple the index led it to and keeps no lock on the
 // rows it skips, so the single statement is the cheap one there. It reads
-// exactly the rows it returns from the (status, next_run, id) index.
+// exactly the rows it returns from the (status, nice, next_run, id) index.
 // With after, it starts after a given row.
 func (q *Queue) pickQuery(after bool) string {
 	return q.d.bounded(q.pickSelect(after) + q.d.lockSkip())
 }
 
 // pickSelect is pickQuery without its locking clause and server-side bound.
-// Its arguments: status, now, [after's next_run twice and id], limit.
+// Its arguments: status, now, [after's nice twice, next_run twice and id], limit.
 func (q *Queue) pickSelect(after bool) string {
 	selectFrom, missing := q.withBodies(claimColumns)
-	where := dueWhere(after)
+	where := dueWhere(fromFront)
+	if after {
+		where = dueWhere(fromCursor)
+	}
 	if q.d.sqlite {
 		where += ` AND NOT ` + missing
 	}
-	return `SELECT ` + selectFrom + where + ` ORDER BY t.next_run, t.id LIMIT ?`
+	return `SELECT ` + selectFrom + q.d.claimIndex() + where + ` ORDER BY t.nice, t.next_run, t.id LIMIT ?`
 }
 
-// dueWhere is the condition of a status's due rows in due order, after a
-// given row when after is set; its arguments are dueArgs'.
-func dueWhere(after bool) string {
-	where := ` WHERE t.status = ? AND t.next_run <= ?`
-	if after {
-		where += ` AND t.next_run >= ? AND (t.next_run > ? OR t.id > ?)`
+// everyNice lists every nice value, so that the due condition is one
+// index range per priority, (status, nice, next_run <= now), read in the
+// index's order: without it, next_run would only filter the entries of
+// the status's whole range, deferred retries included.
+var everyNice = func() string {
+	var s []string
+	for n := range MaxPriority + 1 {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ", ")
+}()
+
+// from says where a pick starts in the due order.
+type from int
+
+const (
+	fromFront  from = iota // at the start
+	fromCursor             // after a claimer's cursor, in the cursor's priority only
+	fromKey                // strictly after a row
+)
+
+// dueWhere is the condition of a status's due rows in due order: highest
+// priority (lowest nice) first, then oldest first. From a cursor it still
+// takes every row of another priority: the cursor skips only its own
+// priority's rows before it, so a mail of a higher priority than the
+// backlog being drained is claimed at the next pick. Its arguments are
+// dueArgs'.
+func dueWhere(f from) string {
+	where := ` WHERE t.status = ? AND t.nice IN (` + everyNice + `) AND t.next_run <= ?`
+	switch f {
+	case fromCursor:
+		where += ` AND (t.nice <> ? OR (t.nice = ? AND t.next_run >= ? AND (t.next_run > ? OR t.id > ?)))`
+	case fromKey:
+		where += ` AND (t.nice > ? OR (t.nice = ? AND t.next_run >= ? AND (t.next_run > ? OR t.id > ?)))`
 	}
 	return where
 }
 
-// dueArgs are the arguments of dueWhere(after != nil).
+// dueArgs are the arguments of dueWhere(fromCursor or fromKey) when after
+// is not nil, and of dueWhere(fromFront) when it is.
 func dueArgs(status int, now int64, after *dueKey) []any {
 	args := []any{status, now}
 	if after != nil {
-		args = append(args, after.nextRun, after.nextRun, after.id)
+		args = append(args, after.nice, after.nice, after.nextRun, after.nextRun, after.id)
 	}
 	return args
 }
 
 // dueKeysSelect reads the due order's keys of up to LIMIT due rows of a
-// status from the (status, next_run, id) index alone, without locks.
+// status from the (status, nice, next_run, id) index alone, without locks.
 // Its arguments are dueArgs' and the limit.
-func (q *Queue) dueKeysSelect(after bool) string {
-	return `SELECT t.next_run, t.id FROM ` + q.table + ` t` + dueWhere(after) + ` ORDER BY t.next_run, t.id LIMIT ?`
+func (q *Queue) dueKeysSelect(f from) string {
+	return `SELECT t.nice, t.next_run, t.id FROM ` + q.table + ` t` + q.d.claimIndex() + dueWhere(f) + ` ORDER BY t.nice, t.next_run, t.id LIMIT ?`
 }
 
 // lockDueSelect locks and reads, of n rows named by id, those that are
@@ -300,9 +335,12 @@ func (q *Queue) pickRows(ctx context.Context, tx *sql.Tx, status int, now int64,
 }
 
 // dueKeys reads the keys of up to limit due rows of status, in due order,
-// after the row at after when it is not nil.
-func (q *Queue) dueKeys(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey) ([]dueKey, error) {
-	rows, err := tx.QueryContext(ctx, q.d.bounded(q.dueKeysSelect(after != nil)), append(dueArgs(status, now, after), limit)...)
+// after the row at after, as f says, when it is not nil.
+func (q *Queue) dueKeys(ctx context.Context, tx *sql.Tx, status int, now int64, limit int, after *dueKey, f from) ([]dueKey, error) {
+	if after == nil {
+		f = fromFront
+	}
+	rows, err := tx.QueryContext(ctx, q.d.bounded(q.dueKeysSelect(f)), append(dueArgs(status, now, after), limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim: picking %s rows: %w", StatusName(status), err)
 	}
@@ -310,7 +348,7 @@ func (q *Queue) dueKeys(ctx context.Context, tx *sql.Tx, status int, now int64, 
 	var keys []dueKey
 	for rows.Next() {
 		var k dueKey
-		if err := rows.Scan(&k.nextRun, &k.id); err != nil {
+		if err := rows.Scan(&k.nice, &k.nextRun, &k.id); err != nil {
 			return nil, fmt.Errorf("queue: claim: reading a due row: %w", err)
 		}
 		keys = append(keys, k)
@@ -331,7 +369,7 @@ func scanJobs(rows *sql.Rows, what string) ([]*job, error) {
 		var maybe int
 		var headers string
 		m := &j.msg
-		if err := rows.Scan(&j.id, &j.nextRun, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &j.createdAt, &m.MessageID,
+		if err := rows.Scan(&j.id, &j.nice, &j.nextRun, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &j.createdAt, &j.files, &m.MessageID,
 			&m.From.Address, &m.From.Name, &m.To.Address, &m.To.Name, &m.ReplyTo.Address, &m.ReplyTo.Name,
 			&m.Subject, &m.Text, &m.HTML, &headers); err != nil {
 			return nil, fmt.Errorf("queue: claim: reading a row: %w", err)

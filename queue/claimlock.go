@@ -14,7 +14,7 @@ const maxPickRounds = 4
 // pickLocking is the claim's pick on MySQL/MariaDB with SKIP LOCKED: up to
 // n due rows, pending first, then retry. Each round is a plain read of the
 // keys of as many due rows as the claim still needs, per status, from the
-// (status, next_run, id) index, which takes no lock; then one locking read
+// (status, nice, next_run, id) index, which takes no lock; then one locking read
 // of all those rows by primary key, which takes the ones still due and
 // skips the ones another claim holds. A round that comes back short while
 // more rows are due is followed by one after the last keys read, up to
@@ -81,7 +81,7 @@ func (q *Queue) pickLocking(ctx context.Context, tx *sql.Tx, cur *cursor, now in
 				asked[status] = need
 				found, more, err = q.dueCandidates(ctx, tx, cur, status, now, need)
 			} else if from := next[status]; from != nil {
-				found, err = q.dueKeys(ctx, tx, status, now, need, from)
+				found, err = q.dueKeys(ctx, tx, status, now, need, from, fromKey)
 				more = len(found) == need
 			}
 			if err != nil {
@@ -123,10 +123,7 @@ func (q *Queue) pickLocking(ctx context.Context, tx *sql.Tx, cur *cursor, now in
 		if sa, sb := statusOf[a.id], statusOf[b.id]; sa != sb {
 			return cmp.Compare(statusRank(sa), statusRank(sb))
 		}
-		if a.nextRun != b.nextRun {
-			return cmp.Compare(a.nextRun, b.nextRun)
-		}
-		return cmp.Compare(a.id, b.id)
+		return cmp.Or(cmp.Compare(a.nice, b.nice), cmp.Compare(a.nextRun, b.nextRun), cmp.Compare(a.id, b.id))
 	})
 	if cur != nil {
 		for status, want := range asked {
@@ -161,12 +158,12 @@ func statusRank(status int) int {
 func (q *Queue) dueCandidates(ctx context.Context, tx *sql.Tx, cur *cursor, status int, now int64, limit int) (keys []dueKey, more bool, err error) {
 	if cur != nil {
 		if from, ok := cur.at[status]; ok {
-			if keys, err = q.dueKeys(ctx, tx, status, now, limit, &from); err != nil || len(keys) == limit {
+			if keys, err = q.dueKeys(ctx, tx, status, now, limit, &from, fromCursor); err != nil || len(keys) == limit {
 				return keys, err == nil, err
 			}
 		}
 	}
-	front, err := q.dueKeys(ctx, tx, status, now, limit, nil)
+	front, err := q.dueKeys(ctx, tx, status, now, limit, nil, fromFront)
 	if err != nil {
 		return nil, false, err
 	}

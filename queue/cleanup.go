@@ -112,6 +112,10 @@ func (q *Queue) cleanupBatch(ctx context.Context, status int, cutoff int64, batc
 				return fmt.Errorf("queue: cleanup of mail bodies: %w", err)
 			}
 		}
+		// The attachments too, of the rows that are still in this status.
+		if _, err := db.ExecContext(ctx, q.d.bounded(`DELETE FROM `+q.files+` WHERE mail_id IN (SELECT id FROM `+q.table+` WHERE id IN (`+placeholders(len(ids))+`) AND status = ? AND attachments > 0)`), append(ids, status)...); err != nil {
+			return fmt.Errorf("queue: cleanup of attachments: %w", err)
+		}
 		res, err := db.ExecContext(ctx, q.d.bounded(`DELETE FROM `+q.table+` WHERE id IN (`+placeholders(len(ids))+`) AND status = ?`), append(ids, status)...)
 		if err != nil {
 			return fmt.Errorf("queue: cleanup: %w", err)

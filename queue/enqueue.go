@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/attachment"
 	"github.com/mailspool/mailspool/mailaddr"
 	"github.com/mailspool/mailspool/transport"
 )
@@ -34,16 +35,61 @@ type InvalidError struct{ Reason string }
 func (e *InvalidError) Error() string        { return "queue: invalid enqueue: " + e.Reason }
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
+// ErrTooLarge matches the error of an enqueue whose message is over the
+// lane's MaxSize (errors.Is); it also matches ErrInvalid.
+var ErrTooLarge = errors.New("queue: message too large")
+
+// TooLargeError is a message over its lane's MaxSize, measured encoded
+// (transport.Message.EncodedSize): nothing was written.
+type TooLargeError struct {
+	Size, Limit int
+	Lane        string
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("queue: invalid enqueue: message of %d bytes encoded is over lane %s's limit of %d", e.Size, e.Lane, e.Limit)
+}
+
+// Is reports whether target is ErrTooLarge or ErrInvalid.
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge || target == ErrInvalid }
+
 // Option adjusts one Enqueue.
 type Option func(*enqueueOptions) error
 
 type enqueueOptions struct {
+	nice        int // MaxPriority - the priority
 	idemKey     string
 	clientIP    string
 	maxAttempts int
 	notAfter    time.Time
 	delay       time.Duration
 	template    string
+}
+
+// Priorities of mail within a lane: due mail is claimed highest priority
+// first, then oldest first.
+const (
+	MinPriority     = 0
+	MaxPriority     = 9
+	DefaultPriority = 5
+)
+
+// Priority sets the mail's priority, MinPriority to MaxPriority
+// (DefaultPriority when not given): within the lane, due mail of a higher
+// priority is claimed before all due mail of a lower one, so a password
+// reset enqueued with Priority(9) behind a bulk backlog at the default
+// goes out with the next claim. It orders mail of one status: a fresh mail
+// is claimed before a due retry whatever their priorities. Bulk and
+// transactional streams that must never wait on each other belong in
+// separate lanes.
+func Priority(n int) Option {
+	return func(o *enqueueOptions) error {
+		if n < MinPriority || n > MaxPriority {
+			return &InvalidError{Reason: fmt.Sprintf("priority %d out of range %d..%d", n, MinPriority, MaxPriority)}
+		}
+		o.nice = MaxPriority - n
+		return nil
+	}
 }
 
 // IdempotencyKey makes the enqueue happen at most once per key and lane: a
@@ -129,7 +175,7 @@ func Template(name string) Option {
 // the message itself); an exceeded rate limit matches ErrRateLimited and is
 // a *RateLimitError saying when to try again.
 func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, opts ...Option) (int64, error) {
-	var o enqueueOptions
+	o := enqueueOptions{nice: MaxPriority - DefaultPriority}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return 0, err
@@ -139,9 +185,10 @@ func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, op
 	if err != nil {
 		return 0, err
 	}
-	if n := m.Size(); n > q.lane.MaxSize {
-		return 0, &InvalidError{Reason: fmt.Sprintf("message size %d bytes is over lane %s's limit of %d", n, q.lane.Name, q.lane.MaxSize)}
+	if n := m.EncodedSize(); n > q.lane.MaxSize {
+		return 0, &TooLargeError{Size: n, Limit: q.lane.MaxSize, Lane: q.lane.Name}
 	}
+	m = attachment.WithTypes(m)
 	now := q.clock.Now()
 	if !o.notAfter.IsZero() && !o.notAfter.After(now.Add(o.delay)) {
 		return 0, &InvalidError{Reason: "not-after deadline " + o.notAfter.UTC().Format(time.RFC3339) + " is not after the time the mail is due"}
@@ -152,7 +199,7 @@ func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, op
 	if db, ok := exec.(*sql.DB); ok {
 		return q.enqueueOwnTx(ctx, db, m, &o, now)
 	}
-	if o.idemKey == "" {
+	if o.idemKey == "" && len(m.Attachments) == 0 {
 		// No savepoint: a single INSERT is atomic (on SQLite the bodies'
 		// INSERT before it is taken back if it fails, see insertRow), and
 		// the rate-limit counts, when a limit applies, are taken back by
@@ -277,7 +324,7 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 	}
 	args := []any{o.maxAttempts, now.Add(o.delay).UnixMilli(), notAfter, now.UnixMilli(),
 		msgID, idem, o.template, o.clientIP, m.From.Address, m.From.Name, m.To.Address, m.To.Name,
-		m.ReplyTo.Address, m.ReplyTo.Name, m.Subject, m.Text, m.HTML, string(headers)}
+		m.ReplyTo.Address, m.ReplyTo.Name, m.Subject, m.Text, m.HTML, string(headers), len(m.Attachments), o.nice}
 	var bodyID int64
 	if q.d.sqlite {
 		// The bodies go first into their own table (see bodies.go), and
@@ -285,9 +332,9 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 		if bodyID, err = q.insertBodies(ctx, exec, m, string(headers)); err != nil {
 			return 0, err
 		}
-		// The row's own text_body, html_body and headers (the last three
-		// arguments) stay empty.
-		args = append(args[:len(args)-3], "", "", "", bodyID)
+		// The row's own text_body, html_body and headers (the three
+		// arguments before the attachments' count and nice) stay empty.
+		args = append(args[:len(args)-5], "", "", "", len(m.Attachments), o.nice, bodyID)
 	}
 	if q.d.postgres {
 		var id int64
@@ -298,6 +345,9 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 			return 0, errIdemTaken
 		case err != nil:
 			return 0, fmt.Errorf("queue: enqueue into %s: %w", q.lane.Table, q.lockError(err))
+		}
+		if err := q.insertFiles(ctx, exec, id, m); err != nil {
+			return 0, err
 		}
 		return id, nil
 	}
@@ -318,6 +368,12 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 	if err != nil {
 		return 0, fmt.Errorf("queue: enqueue: reading the new id: %w", err)
 	}
+	// The files after the row, in the same transaction: with attachments
+	// the enqueue always runs under a savepoint or a transaction of its
+	// own, which a failure here rolls back (Enqueue).
+	if err := q.insertFiles(ctx, exec, id, m); err != nil {
+		return 0, err
+	}
 	return id, nil
 }
 
@@ -333,8 +389,8 @@ type inserts struct {
 func (q *Queue) prepareInserts(ctx context.Context) {
 	cols := `status, attempts, max_attempts, next_run, not_after, created_at,
   message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name,
-  subject, text_body, html_body, headers`
-	values := `0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+  subject, text_body, html_body, headers, attachments, nice`
+	values := `0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 	switch {
 	case q.d.postgres:
 		// A key another enqueue wrote first returns no id (errIdemTaken).

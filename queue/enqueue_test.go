@@ -134,11 +134,11 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
-		q := newQueue(t, s.db, Lane{MaxSize: 1000}, nil)
+		q := newQueue(t, s.db, Lane{MaxSize: 2000}, nil)
 		inject := testMessage("eve@example.com")
 		inject.Subject = "hi\r\nBcc: everyone@example.com"
 		big := testMessage("eve@example.com")
-		big.HTML = strings.Repeat("x", 2000)
+		big.HTML = strings.Repeat("x", 2000) // 2 000 bytes, and the rest of the mail when encoded
 		cases := []struct {
 			name    string
 			msg     *transport.Message
@@ -150,6 +150,8 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 			{"over the lane size", big, nil, "over lane"},
 			{"bad ip", testMessage("eve@example.com"), []Option{ClientIP("300.1.1.1")}, "client IP"},
 			{"bad max attempts", testMessage("eve@example.com"), []Option{MaxAttempts(0)}, "max attempts"},
+			{"priority above the range", testMessage("eve@example.com"), []Option{Priority(10)}, "priority 10 out of range 0..9"},
+			{"negative priority", testMessage("eve@example.com"), []Option{Priority(-1)}, "priority -1 out of range"},
 			{"deadline in the past", testMessage("eve@example.com"), []Option{NotAfter(time.Now().Add(-time.Hour))}, "not-after"},
 		}
 		for _, c := range cases {

@@ -115,7 +115,8 @@ func (q *Queue) notFound(id int64) error {
 }
 
 // Message reads the mail with the given id as it will be sent: addresses,
-// subject, bodies and extra headers, as they were at enqueue time.
+// subject, bodies and extra headers, as they were at enqueue time; its
+// attachments are listed by Attachments.
 func (q *Queue) Message(ctx context.Context, id int64) (*transport.Message, error) {
 	m := &transport.Message{}
 	var headers string

@@ -61,8 +61,12 @@ type Lane struct {
 	// IPLimit bounds mails enqueued per client IP, for enqueues that pass
 	// ClientIP; zero means no limit. See SignupIPLimit.
 	IPLimit Limit
-	// MaxSize bounds Message.Size() in bytes (default 1 MiB, at most
-	// transport.MaxMessageSize).
+	// MaxSize bounds the message's encoded size in bytes, attachments
+	// included (transport.Message.EncodedSize): a mail over it is refused
+	// at enqueue with a *TooLargeError. Default 1 MiB; package config
+	// defaults it from the lane's transport (Amazon SES 40 MB, SendGrid
+	// 30 MB, SMTP transport.MaxEncodedSize, the server's SIZE being
+	// checked at each send).
 	MaxSize int
 	// Retry is the retry policy; zero fields take the defaults.
 	Retry RetryPolicy
@@ -88,6 +92,7 @@ type Queue struct {
 	table  string // quoted
 	limits string // quoted
 	bodies string // quoted; SQLite only (schema version 8, see withBodies)
+	files  string // quoted; attachments (schema version 10, see files.go)
 	lanes  string // quoted lanesTable
 
 	inserts inserts // the enqueue's statements
@@ -152,6 +157,7 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	q.table = d.quote(lane.Table)
 	q.limits = d.quote(lane.Table + "_limits")
 	q.bodies = d.quote(lane.Table + "_bodies")
+	q.files = d.quote(lane.Table + "_files")
 	q.lanes = d.quote(lanesTable)
 	if d.sqlite {
 		if err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&q.file); err != nil {

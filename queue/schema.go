@@ -49,6 +49,8 @@ func validTable(name string) error {
 		return fmt.Errorf("queue: table name %q is one of mailspool's own tables", name)
 	case strings.HasSuffix(lower, "_limits"):
 		return fmt.Errorf("queue: table name %q ends in _limits, which is reserved for the rate-limit table of the lane whose table is %q", name, name[:len(name)-len("_limits")])
+	case strings.HasSuffix(lower, "_files"):
+		return fmt.Errorf("queue: table name %q ends in _files, which is reserved for the table of attachments of the lane whose table is %q", name, name[:len(name)-len("_files")])
 	case strings.HasSuffix(lower, "_bodies"):
 		return fmt.Errorf("queue: table name %q ends in _bodies, which is reserved for the table of mail bodies of the lane whose table is %q", name, name[:len(name)-len("_bodies")])
 	}
@@ -78,7 +80,7 @@ type migration struct {
 	// addsColumn, when set, names the column the step adds: the step is
 	// skipped if the table already has it.
 	addsColumn string
-	mysql      []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name, %[4]s the quoted lanes table, %[5]s the quoted bodies table
+	mysql      []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name, %[4]s the quoted lanes table, %[5]s the quoted bodies table, %[6]s the quoted files table
 	sqlite     []string
 	// postgres: PostgreSQL came with version 8. Its steps follow the
 	// others' where a column or a table appears; the limits table is made
@@ -330,6 +332,70 @@ var migrations = []migration{{
 	mysql:      []string{`ALTER TABLE %[1]s ADD COLUMN last_scope VARCHAR(16) CHARACTER SET ascii NOT NULL DEFAULT '' AFTER last_rule`},
 	sqlite:     []string{`ALTER TABLE %[1]s ADD COLUMN last_scope TEXT NOT NULL DEFAULT ''`},
 	postgres:   []string{`ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS last_scope TEXT NOT NULL DEFAULT ''`},
+}, {
+	// Version 10: attachments. A mail's files are rows of <table>_files,
+	// cut into chunks (see files.go); its row counts them, so that the
+	// worker reads the files table only for mail that has some.
+	version: 10,
+	mysql: []string{
+		`CREATE TABLE IF NOT EXISTS %[6]s (
+  mail_id      BIGINT UNSIGNED NOT NULL COMMENT 'the id of the mail in the lane table',
+  part         SMALLINT UNSIGNED NOT NULL COMMENT 'the attachment, 0 for the first',
+  chunk        INT UNSIGNED NOT NULL COMMENT 'the piece of the file, 0 for the first',
+  filename     VARCHAR(255) NOT NULL,
+  content_type VARCHAR(255) CHARACTER SET ascii NOT NULL,
+  content_id   VARCHAR(250) CHARACTER SET ascii NOT NULL DEFAULT '' COMMENT 'inline parts: referenced by the HTML as cid:content_id',
+  inline       TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  size         INT UNSIGNED NOT NULL COMMENT 'the whole file, in bytes',
+  data         MEDIUMBLOB NOT NULL COMMENT 'at most 1 MiB of the file',
+  PRIMARY KEY (mail_id, part, chunk)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		`ALTER TABLE %[1]s ADD COLUMN attachments SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'files in the _files table'`},
+	sqlite: []string{
+		`CREATE TABLE IF NOT EXISTS %[6]s (
+  mail_id      INTEGER NOT NULL,
+  part         INTEGER NOT NULL,
+  chunk        INTEGER NOT NULL,
+  filename     TEXT NOT NULL,
+  content_type TEXT NOT NULL,
+  content_id   TEXT NOT NULL DEFAULT '',
+  inline       INTEGER NOT NULL DEFAULT 0,
+  size         INTEGER NOT NULL,
+  data         BLOB NOT NULL,
+  PRIMARY KEY (mail_id, part, chunk)
+)`,
+		`ALTER TABLE %[1]s ADD COLUMN attachments INTEGER NOT NULL DEFAULT 0`},
+	postgres: []string{
+		`CREATE TABLE IF NOT EXISTS %[6]s (
+  mail_id      BIGINT NOT NULL,
+  part         SMALLINT NOT NULL,
+  chunk        INTEGER NOT NULL,
+  filename     TEXT NOT NULL,
+  content_type TEXT NOT NULL,
+  content_id   TEXT NOT NULL DEFAULT '',
+  inline       SMALLINT NOT NULL DEFAULT 0,
+  size         INTEGER NOT NULL,
+  data         BYTEA NOT NULL,
+  PRIMARY KEY (mail_id, part, chunk)
+)`,
+		`ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS attachments SMALLINT NOT NULL DEFAULT 0`},
+}, {
+	// Version 11: priorities. nice is 9 - the priority given at enqueue
+	// (queue.Priority), so that the claim reads its index ascending on
+	// every server: due mail is claimed lowest nice first, then oldest
+	// first, from idx_claim (status, nice, next_run, id). idx_pick stays
+	// for everything that reads a status by time (cleanup, the rescuer,
+	// the monitoring counts). One ALTER on MySQL, so that an interrupted
+	// run adds both or neither.
+	version: 11,
+	mysql: []string{
+		`ALTER TABLE %[1]s ADD COLUMN nice TINYINT UNSIGNED NOT NULL DEFAULT 4 COMMENT '9 - priority: due mail is claimed lowest nice first, then oldest', ADD KEY idx_claim (status, nice, next_run, id)`},
+	sqlite: []string{
+		`ALTER TABLE %[1]s ADD COLUMN nice INTEGER NOT NULL DEFAULT 4`,
+		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_claim" ON %[1]s (status, nice, next_run, id)`},
+	postgres: []string{
+		`ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS nice SMALLINT NOT NULL DEFAULT 4`,
+		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_claim" ON %[1]s (status, nice, next_run, id)`},
 }}
 
 // SchemaVersion is the schema version Migrate brings a lane table to.
@@ -457,7 +523,7 @@ func migrationSQL(d dialect, m migration, table string) []string {
 	}
 	out := make([]string, len(stmts))
 	for i, s := range stmts {
-		out[i] = fmt.Sprintf(s, d.quote(table), d.quote(table+"_limits"), table, d.quote(lanesTable), d.quote(table+"_bodies"))
+		out[i] = fmt.Sprintf(s, d.quote(table), d.quote(table+"_limits"), table, d.quote(lanesTable), d.quote(table+"_bodies"), d.quote(table+"_files"))
 	}
 	return out
 }

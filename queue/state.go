@@ -27,6 +27,7 @@ import (
 //	late      (claimed after NotAfter)                                 failed "expired", attempt given back
 //	released  (not sent: shutdown, breaker open)                       pending/retry at once (or when the
 //	                                                                   breaker closes), attempt given back
+//	unsendable (its stored attachments are missing)                    failed "unsendable", attempt given back
 //	rescued   (the lease expired while sending)                        pending/retry at once, attempt given back,
 //	                                                                   a crash counted, maybe_delivered set
 //	                               crashes reach maxCrashes            failed "poison"
@@ -56,6 +57,9 @@ const maxCrashes = 3
 const (
 	kindExpired = "expired" // failed because its NotAfter deadline passed
 	kindPoison  = "poison"  // failed because its lease expired maxCrashes times
+	// kindUnsendable: failed unsent because the mail cannot be sent as it
+	// was enqueued (its attachments are missing from the files table).
+	kindUnsendable = "unsendable"
 )
 
 // maxLastError is the size of the last_error column.
@@ -71,6 +75,7 @@ const maxLastScope = 16
 // job is one claimed row: what a worker sends and the lease it holds.
 type job struct {
 	id             int64
+	nice           int64  // MaxPriority - its priority (as claimed)
 	nextRun        int64  // unix ms: when it was due (as claimed)
 	token          string // locked_by written by the claim
 	attempts       int    // the stored count plus the attempt this lease stands for
@@ -79,8 +84,12 @@ type job struct {
 	notAfter       int64 // unix ms, 0 = none
 	maybeDelivered bool
 	createdAt      int64 // unix ms: enqueued
+	files          int   // attachments in the files table, read when the send starts
 	msg            transport.Message
 }
+
+// dueKey is j's place in the due order, as claimed.
+func (j *job) dueKey() dueKey { return dueKey{j.nice, j.nextRun, j.id} }
 
 // rowUpdate is the new state of one row, written by writeRows.
 type rowUpdate struct {
@@ -110,6 +119,7 @@ const (
 	evLate                      // claimed after its NotAfter deadline: not sent
 	evReleased                  // given back unsent (shutdown, breaker open)
 	evRescued                   // its lease expired while sending
+	evUnsendable                // not sent: what it needs is missing from the store
 )
 
 // event is what happened to a claimed row, with what next needs to know.
@@ -117,6 +127,7 @@ type event struct {
 	kind eventKind
 	send sendResult // evAnswered
 	due  int64      // evReleased: when the row is due again (unix ms)
+	why  string     // evUnsendable: what is missing
 }
 
 // sendResult is one Send's result. kind is verdict(err), taken
@@ -146,6 +157,8 @@ func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 	case evReleased:
 		u.status, u.nextRun = again, max(nowMS, ev.due)
 		return u
+	case evUnsendable:
+		return u.failed(kindUnsendable, "unsendable: "+ev.why)
 	case evRescued:
 		u.crashes++
 		u.maybeDelivered = true // it may have reached the provider before the worker died

@@ -29,11 +29,11 @@ func ownTrigger(table string) string { return "mailspool_bench_mark_" + table }
 
 // ownTables are every table a run whose lane table is t may create.
 func ownTables(t string) []string {
-	return []string{t, t + "_limits", t + "_bodies", t + "_seed", t + "_classic"}
+	return []string{t, t + "_limits", t + "_bodies", t + "_files", t + "_seed", t + "_classic"}
 }
 
 // laneCompanions are the tables of a lane whose table is t.
-func laneCompanions(t string) []string { return []string{t, t + "_limits", t + "_bodies"} }
+func laneCompanions(t string) []string { return []string{t, t + "_limits", t + "_bodies", t + "_files"} }
 
 // freshTable is the lane table of a run that names none: a new name each
 // run, so that no run meets another's tables (or anyone else's).

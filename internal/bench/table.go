@@ -31,6 +31,7 @@ func prepareLane(ctx context.Context, db *sql.DB, o *Options) error {
 		stmts := []string{
 			`DELETE FROM ` + t + ` WHERE template <> '` + historyTemplate + `'`,
 			`DELETE FROM ` + t + `_limits`,
+			`DELETE FROM ` + t + `_files`,
 		}
 		if storeName(db) == "sqlite" {
 			stmts = append(stmts, `DELETE FROM `+t+`_bodies WHERE id NOT IN (SELECT body_id FROM `+t+`)`)

@@ -14,6 +14,12 @@ import (
 // Scheme is the URL scheme this package opens.
 const Scheme = "sendgrid"
 
+// MaxMessageSize is the largest message SendGrid's v3 API takes (30 MB in
+// all, attachments included, counted here encoded): the default size limit
+// of a lane that sends through SendGrid, and what Send refuses as
+// Permanent above.
+const MaxMessageSize = 30_000_000
+
 // URLOpener opens "sendgrid://" URLs (see the package documentation). Its
 // zero value is ready to use.
 type URLOpener struct{}

@@ -14,6 +14,11 @@ import (
 // Scheme is the URL scheme this package opens.
 const Scheme = "ses"
 
+// MaxMessageSize is the largest message Amazon SES v2 takes, after
+// encoding (40 MB, attachments included): the default size limit of a lane
+// that sends through SES, and what Send refuses as Permanent above.
+const MaxMessageSize = 40_000_000
+
 // URLOpener opens "ses://" URLs (see the package documentation). Its zero
 // value is ready to use.
 type URLOpener struct{}
