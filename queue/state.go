@@ -115,11 +115,11 @@ type rowUpdate struct {
 type eventKind int
 
 const (
-	evAnswered eventKind = iota // the transport returned (send holds the result)
-	evLate                      // claimed after its NotAfter deadline: not sent
-	evReleased                  // given back unsent (shutdown, breaker open)
-	evRescued                   // its lease expired while sending
-	evUnsendable                // not sent: what it needs is missing from the store
+	evAnswered   eventKind = iota // the transport returned (send holds the result)
+	evLate                        // claimed after its NotAfter deadline: not sent
+	evReleased                    // given back unsent (shutdown, breaker open)
+	evRescued                     // its lease expired while sending
+	evUnsendable                  // not sent: what it needs is missing from the store
 )
 
 // event is what happened to a claimed row, with what next needs to know.

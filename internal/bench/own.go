@@ -33,7 +33,9 @@ func ownTables(t string) []string {
 }
 
 // laneCompanions are the tables of a lane whose table is t.
-func laneCompanions(t string) []string { return []string{t, t + "_limits", t + "_bodies", t + "_files"} }
+func laneCompanions(t string) []string {
+	return []string{t, t + "_limits", t + "_bodies", t + "_files"}
+}
 
 // freshTable is the lane table of a run that names none: a new name each
 // run, so that no run meets another's tables (or anyone else's).
