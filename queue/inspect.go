@@ -23,6 +23,8 @@ type Row struct {
 	Status      string `json:"status"` // pending, sending, sent, retry or failed
 	Attempts    int    `json:"attempts"`
 	MaxAttempts int    `json:"max_attempts"`
+	Priority    int    `json:"priority"`              // MinPriority..MaxPriority, given at enqueue
+	Attachments int    `json:"attachments,omitempty"` // files stored with it (see Queue.Attachments)
 	From        string `json:"from"`
 	To          string `json:"to"`
 	Subject     string `json:"subject"`
@@ -60,7 +62,7 @@ type Row struct {
 }
 
 // rowColumns are read for a Row, in scanRow's order; no body.
-const rowColumns = `id, status, attempts, max_attempts, from_addr, to_addr, subject, template, message_id,
+const rowColumns = `id, status, attempts, max_attempts, nice, attachments, from_addr, to_addr, subject, template, message_id,
   provider_id, last_kind, last_code, last_rule, last_scope, last_error, maybe_delivered, crashes, history, created_at, next_run, sent_at, not_after`
 
 type scanner interface{ Scan(dest ...any) error }
@@ -70,11 +72,13 @@ func scanRow(sc scanner) (Row, error) {
 	var status, maybe int
 	var history string
 	var created, next, sent, notAfter int64
-	if err := sc.Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &r.From, &r.To, &r.Subject, &r.Template, &r.MessageID,
+	var nice int
+	if err := sc.Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &nice, &r.Attachments, &r.From, &r.To, &r.Subject, &r.Template, &r.MessageID,
 		&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastRule, &r.LastScope, &r.LastError, &maybe, &r.Crashes, &history, &created, &next, &sent, &notAfter); err != nil {
 		return Row{}, err
 	}
 	r.Status = StatusName(status)
+	r.Priority = MaxPriority - nice
 	r.LastKind = strings.TrimSpace(r.LastKind)
 	r.MaybeDelivered = maybe != 0
 	if history != "" {

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/internal/bench"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/transport"
 )
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -33,6 +36,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&o.SMTP, "smtp", false, "send through the SMTP adapter to an in-process SMTP server on loopback instead of the fake transport")
 	fs.StringVar(&o.Table, "table", "", "lane table of the run (default: a fresh name, mailspool_bench_ and 8 hex digits); refused when a table of that name exists that bench did not create, or a lane uses it")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the run's tables (and its temporary SQLite file) at the end, e.g. to reuse a --history; the result line names them (table=, db=)")
+	fs.Func("attachment-size", "give every mail an attachment of this size (e.g. 20MB, 512KiB): with --processes, a worker's peak memory (rss_mb) against the encoded size of its mails in flight (in_flight_mb)", func(s string) error {
+		n, err := parseSize(s)
+		o.AttachmentSize = n
+		return err
+	})
+	fs.BoolVar(&o.Priorities, "priorities", false, "enqueue mail with priorities 0..9 in turn instead of the default, to measure what they cost the claim")
 	fs.IntVar(&o.Repeat, "repeat", 1, "run the whole benchmark N times (the algorithms in turn within each run), then print each algorithm's median, least and greatest figures on a bench-summary line")
 	fs.DurationVar(&o.Stall, "stall", bench.DefaultStall, "give up when no mail was delivered for this long; what is undelivered then is lost")
 	asJSON := fs.Bool("json", false, "print the results as JSON (one object per line) instead of bench lines")
@@ -148,4 +157,26 @@ func startCPUProfile(path string) (stop func(), err error) {
 // runBenchWorker is the hidden worker process of "bench --processes".
 func runBenchWorker(ctx context.Context, e *env, args []string) error {
 	return bench.RunChild(ctx, args, os.Stdin, e.stdout, e.stderr)
+}
+
+// parseSize reads a byte count: a whole number with an optional unit, KB,
+// MB (powers of 1000) or KiB, MiB (of 1024).
+func parseSize(s string) (int, error) {
+	units := []struct {
+		suffix string
+		n      int
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"KB", 1000}, {"MB", 1000 * 1000}, {"B", 1}}
+	mult := 1
+	num := s
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.n
+			break
+		}
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(num))
+	if err != nil || n < 0 || n > transport.MaxEncodedSize/mult {
+		return 0, fmt.Errorf("%q is not a size from 0 to 64MiB like 20MB or 512KiB", s)
+	}
+	return n * mult, nil
 }

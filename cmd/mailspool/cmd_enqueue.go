@@ -11,9 +11,11 @@ import (
 	"io"
 	"net/mail"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/attachment"
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/queue"
@@ -27,7 +29,9 @@ import (
 //	 "headers": [{"name": "List-Unsubscribe", "value": "<https://...>"}],
 //	 "reply_to": "help@shop.example", "template": "welcome",
 //	 "max_attempts": 1, "not_after": "2026-12-02T12:00:00Z", "delay": "10m",
-//	 "idempotency_key": "order-42", "client_ip": "192.0.2.1"}
+//	 "idempotency_key": "order-42", "client_ip": "192.0.2.1", "priority": 9,
+//	 "attachments": [{"path": "invoice.pdf"},
+//	                 {"filename": "logo.png", "content": "<base64>", "content_type": "image/png", "content_id": "logo"}]}
 type mailSpec struct {
 	From           string       `json:"from"`
 	To             string       `json:"to"`
@@ -42,6 +46,79 @@ type mailSpec struct {
 	Delay          string       `json:"delay,omitempty"`
 	IdempotencyKey string       `json:"idempotency_key,omitempty"`
 	ClientIP       string       `json:"client_ip,omitempty"`
+	// Priority is 0..9, 9 first; nil means queue.DefaultPriority.
+	Priority    *int             `json:"priority,omitempty"`
+	Attachments []attachmentSpec `json:"attachments,omitempty"`
+}
+
+// attachmentSpec is one attachment of a mailSpec: a file read from Path
+// (relative to the working directory), or Content (base64 in JSON) named
+// Filename. ContentType is sniffed from the bytes when empty; a ContentID
+// makes it an inline part the HTML refers to as cid:ContentID. "show
+// --full" lists attachments in this shape without their bytes, with Size.
+type attachmentSpec struct {
+	Path        string `json:"path,omitempty"`
+	Filename    string `json:"filename,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	Content     []byte `json:"content,omitempty"`
+	ContentID   string `json:"content_id,omitempty"`
+	Size        int    `json:"size,omitempty"`
+}
+
+// attachFlags collects repeated --attach FILE[;type=T][;inline=CID] flags.
+type attachFlags []attachmentSpec
+
+func (a *attachFlags) String() string { return fmt.Sprint(len(*a)) }
+func (a *attachFlags) Set(s string) error {
+	spec := attachmentSpec{Path: s}
+	// Options come last, each ";key=value"; a ';' before them stays part
+	// of the file name.
+	for {
+		i := strings.LastIndexByte(spec.Path, ';')
+		if i < 0 {
+			break
+		}
+		key, value, ok := strings.Cut(spec.Path[i+1:], "=")
+		if !ok || (key != "type" && key != "inline") {
+			break
+		}
+		if value == "" {
+			return fmt.Errorf("%q: %s= needs a value", s, key)
+		}
+		if key == "type" {
+			spec.ContentType = value
+		} else {
+			spec.ContentID = value
+		}
+		spec.Path = spec.Path[:i]
+	}
+	if spec.Path == "" {
+		return fmt.Errorf("%q names no file", s)
+	}
+	*a = append(*a, spec)
+	return nil
+}
+
+// attachment reads or decodes the attachment a describes.
+func (a attachmentSpec) attachment() (transport.Attachment, error) {
+	switch {
+	case a.Size != 0:
+		return transport.Attachment{}, errors.New("size is what show --full reports; give path or content")
+	case a.Path != "" && a.Content != nil:
+		return transport.Attachment{}, errors.New("give either path or content, not both")
+	case a.Path != "":
+		att, err := attachment.ReadFile(a.Path, a.ContentType, a.ContentID, transport.MaxEncodedSize)
+		if err != nil {
+			return transport.Attachment{}, err
+		}
+		if a.Filename != "" {
+			att.Filename = a.Filename
+		}
+		return att, nil
+	case a.Filename == "":
+		return transport.Attachment{}, errors.New("content needs a filename")
+	}
+	return transport.Attachment{Filename: a.Filename, ContentType: a.ContentType, Data: a.Content, Inline: a.ContentID != "", ContentID: a.ContentID}, nil
 }
 
 type headerSpec struct {
@@ -69,6 +146,7 @@ type enqueueFlags struct {
 	asJSON             bool
 	mail               mailSpec
 	headers            headerFlags
+	attach             attachFlags
 	textFile, htmlFile string
 }
 
@@ -130,6 +208,15 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 	fs.StringVar(&m.Delay, "delay", "", "send no earlier than this long from now (e.g. 10m, 2d)")
 	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "queue at most once per key")
 	fs.StringVar(&m.ClientIP, "client-ip", "", "client IP the lane's IP limit applies to")
+	fs.Var(&f.attach, "attach", "attach FILE; FILE;type=T sets its content type (sniffed otherwise), FILE;inline=CID makes it an inline part the HTML shows as cid:CID (repeatable)")
+	fs.Func("priority", "0..9, claimed highest first within the lane (default 5)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", s)
+		}
+		m.Priority = &n
+		return nil
+	})
 	return fs, f
 }
 
@@ -144,6 +231,7 @@ func (f *enqueueFlags) specs(fs *flag.FlagSet, stdin io.Reader) ([]mailSpec, err
 	}
 	m := f.mail
 	m.Headers = f.headers
+	m.Attachments = f.attach
 	for _, b := range []struct {
 		flag, path string
 		dst        *string
@@ -351,7 +439,17 @@ func (s mailSpec) build() (*transport.Message, []queue.Option, error) {
 	for _, h := range s.Headers {
 		m.Headers = append(m.Headers, transport.Header{Name: h.Name, Value: h.Value})
 	}
+	for i, a := range s.Attachments {
+		att, err := a.attachment()
+		if err != nil {
+			return nil, nil, fmt.Errorf("attachments[%d]: %w", i, err)
+		}
+		m.Attachments = append(m.Attachments, att)
+	}
 	var opts []queue.Option
+	if s.Priority != nil {
+		opts = append(opts, queue.Priority(*s.Priority))
+	}
 	if s.Template != "" {
 		opts = append(opts, queue.Template(s.Template))
 	}

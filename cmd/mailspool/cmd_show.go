@@ -65,6 +65,13 @@ func runShow(ctx context.Context, e *env, args []string) error {
 		for _, h := range m.Headers {
 			spec.Headers = append(spec.Headers, headerSpec{Name: h.Name, Value: h.Value})
 		}
+		files, err := qs[0].Attachments(ctx, *id)
+		if err != nil {
+			return err
+		}
+		for _, a := range files {
+			spec.Attachments = append(spec.Attachments, attachmentSpec{Filename: a.Filename, ContentType: a.ContentType, ContentID: a.ContentID, Size: a.Size})
+		}
 		out.Message = spec
 	}
 	if lf.asJSON {
@@ -85,6 +92,9 @@ func printRow(e *env, s shownMail) {
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	fmt.Fprintf(w, "mail %d in lane %s\n", r.ID, s.Lane)
 	fmt.Fprintf(w, "  status       %s, %d of %d attempts\n", r.Status, r.Attempts, r.MaxAttempts)
+	if r.Priority != queue.DefaultPriority {
+		fmt.Fprintf(w, "  priority     %d\n", r.Priority)
+	}
 	fmt.Fprintf(w, "  from         %s\n  to           %s\n  subject      %s\n", r.From, r.To, r.Subject)
 	if r.Template != "" {
 		fmt.Fprintf(w, "  template     %s\n", r.Template)
@@ -138,6 +148,16 @@ func printRow(e *env, s shownMail) {
 		}
 		for _, h := range m.Headers {
 			fmt.Fprintf(w, "  %s: %s\n", h.Name, h.Value)
+		}
+		if len(m.Attachments) > 0 {
+			fmt.Fprintln(w, "\nattachments")
+			for _, a := range m.Attachments {
+				inline := ""
+				if a.ContentID != "" {
+					inline = "   inline, cid:" + a.ContentID
+				}
+				fmt.Fprintf(w, "  %s   %s, %d bytes%s\n", a.Filename, a.ContentType, a.Size, inline)
+			}
 		}
 		if m.Text != "" {
 			fmt.Fprintf(w, "\ntext body\n%s\n", m.Text)

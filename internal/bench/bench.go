@@ -73,6 +73,14 @@ type Options struct {
 	// Latency included), and the drain runs as fast as the enqueue. The
 	// mailspool algorithm only, and without OnDrain.
 	Steady bool
+	// AttachmentSize gives every mail an attachment of this many bytes
+	// (0: none), to measure what attachments cost a worker: its peak
+	// resident memory (Result.RSSMB, with Processes) against the encoded
+	// size of the mails in flight (Result.InFlightMB).
+	AttachmentSize int
+	// Priorities enqueues mail number i with priority i % 10 instead of
+	// the default, to measure what priorities cost the claim.
+	Priorities bool
 	// Table is the lane table (default: a fresh name each run,
 	// mailspool_bench_ and 8 hex digits). Names beginning mailspool_ are
 	// refused, except mailspool_bench...
@@ -176,7 +184,10 @@ type Result struct {
 	P99ClaimMS   float64 `json:"p99_claim_ms"`
 	P99EnqueueMS float64 `json:"p99_enqueue_ms"`
 	RSSMB        float64 `json:"rss_mb"` // peak resident memory of a worker process (goroutines: of this process during the drain)
-	LogErrors    int     `json:"log_errors"`
+	// InFlightMB is the encoded size of the mails one worker sends at
+	// once (its concurrency, or the mails, if fewer), with AttachmentSize.
+	InFlightMB float64 `json:"in_flight_mb,omitempty"`
+	LogErrors  int     `json:"log_errors"`
 	// RedoPerMailKB is the server's redo log written during the drain per
 	// mail (MySQL/MariaDB only; on a shared server it includes the others'
 	// writes).
@@ -224,6 +235,7 @@ func (r *Result) Line() string {
 		fmt.Sprintf("unrecorded=%d", r.Unrecorded), fmt.Sprintf("deadlocks=%d", r.Deadlocks),
 		"p50_claim_ms=" + ms(r.P50ClaimMS), "p99_claim_ms=" + ms(r.P99ClaimMS),
 		"p99_enqueue_ms=" + ms(r.P99EnqueueMS), fmt.Sprintf("rss_mb=%.1f", r.RSSMB),
+		fmt.Sprintf("in_flight_mb=%.1f", r.InFlightMB),
 		fmt.Sprintf("log_errors=%d", r.LogErrors),
 	}
 	fields = append(fields, fmt.Sprintf("worker_cpu_us_per_mail=%.0f", r.WorkerCPUPerMailUS))

@@ -21,6 +21,9 @@ var bigLimit = queue.Limit{N: 1 << 30, Per: time.Hour}
 
 func benchLane(o *Options) queue.Lane {
 	l := queue.Lane{Table: o.Table, RecipientLimit: queue.NoLimit, IPLimit: queue.NoLimit}
+	if o.AttachmentSize > 0 {
+		l.MaxSize = transport.MaxEncodedSize
+	}
 	if o.Limits {
 		l.RecipientLimit, l.IPLimit = bigLimit, bigLimit
 	}
@@ -54,6 +57,12 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 	}
 	run := runID()
 	tr := newTracker(messageIDs(run, o.Messages))
+	file := attachmentData(o.AttachmentSize)
+	if file != nil {
+		m := message(run, 0)
+		m.Attachments = []transport.Attachment{{Filename: "report.bin", Data: file}}
+		r.InFlightMB = float64(min(o.Messages, max(1, o.concurrency()))*m.EncodedSize()) / (1 << 20)
+	}
 	var sink *smtpSink
 	if o.SMTP {
 		if sink, err = startSMTPSink(tr, o.Latency); err != nil {
@@ -69,7 +78,14 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 				if o.Limits {
 					opts = append(opts, queue.ClientIP(fmt.Sprintf("192.0.2.%d", i%250+1)))
 				}
-				_, err := q.Enqueue(ctx, tx, message(run, i), opts...)
+				if o.Priorities {
+					opts = append(opts, queue.Priority(i%10))
+				}
+				m := message(run, i)
+				if file != nil {
+					m.Attachments = []transport.Attachment{{Filename: "report.bin", ContentType: "application/octet-stream", Data: file}}
+				}
+				_, err := q.Enqueue(ctx, tx, m, opts...)
 				return err
 			})
 		if err == nil {
@@ -308,3 +324,11 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 
 func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// concurrency is the sends a worker has in flight at once.
+func (o *Options) concurrency() int {
+	if o.Concurrency > 0 {
+		return o.Concurrency
+	}
+	return 8 // queue.WorkerOptions' default
+}

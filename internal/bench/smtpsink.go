@@ -13,6 +13,7 @@ import (
 	gosmtp "github.com/emersion/go-smtp"
 
 	"github.com/mailspool/mailspool/internal/netdelay"
+	"github.com/mailspool/mailspool/transport"
 )
 
 // smtpSink is an SMTP server on loopback that accepts every mail and
@@ -40,7 +41,7 @@ func startSMTPSink(tr *tracker, delay time.Duration) (*smtpSink, error) {
 	s.srv.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.ReadTimeout = time.Minute
 	s.srv.WriteTimeout = time.Minute
-	s.srv.MaxMessageBytes = 1 << 20
+	s.srv.MaxMessageBytes = transport.MaxEncodedSize
 	var served net.Listener = ln
 	if delay > 0 {
 		served = &netdelay.Listener{Listener: ln, D: delay}
