@@ -9,9 +9,12 @@ import (
 )
 
 // TestUrgentMailOvertakesABulkBacklog: a password reset enqueued with a
-// high priority behind 131 072 bulk mails of the same lane, while a
-// claimer is draining them from its cursor, is the first row of the very
-// next claim; a mail of a lower priority than the bulk waits for all of it.
+// high priority behind 131 072 bulk mails of the same lane (on MariaDB;
+// 4 096 on SQLite, whose pure-Go engine copies rows too slowly under the
+// race detector, and whose plan TestSQLitePickStaysOnTheClaimIndex checks),
+// while a claimer is draining them from its cursor, is the first row of the
+// very next claim; a mail of a lower priority than the bulk waits for all
+// of it.
 func TestUrgentMailOvertakesABulkBacklog(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {
@@ -22,7 +25,11 @@ func TestUrgentMailOvertakesABulkBacklog(t *testing.T) {
 		if !q.d.sqlite {
 			cols = `status, nice, ` + copyColumns
 		}
-		for range 17 { // 131 072 bulk mails at the default priority
+		doublings := 17 // 131 072 bulk mails at the default priority
+		if q.d.sqlite {
+			doublings = 12
+		}
+		for range doublings {
 			_, err := s.db.ExecContext(ctx, `INSERT INTO `+q.table+` (`+cols+`) SELECT `+cols+` FROM `+q.table)
 			require.NoError(t, err)
 		}
