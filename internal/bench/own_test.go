@@ -52,6 +52,7 @@ func TestRunNeverDropsWhatItDidNotCreate(t *testing.T) {
 				`DROP TABLE orders`, // still recorded in mailspool_schema
 				`DROP TABLE orders_limits`,
 				`DROP TABLE IF EXISTS orders_bodies`,
+				`DROP TABLE IF EXISTS orders_files`,
 			} {
 				_, err := db.Exec(stmt)
 				require.NoError(t, err, stmt)
