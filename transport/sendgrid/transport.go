@@ -119,7 +119,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Rule: "invalid-message", Err: err}
 	}
 	if n := m.EncodedSize(); n > MaxMessageSize {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Enhanced: "5.3.4", Rule: "sendgrid-size",
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Enhanced: "5.3.4", Rule: "sendgrid-size",
 			Detail: fmt.Sprintf("message of %d bytes encoded is over the SendGrid limit of %d", n, MaxMessageSize)}
 	}
 	r := sg.GetRequest(t.key, sendPath, t.base)

@@ -127,7 +127,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Err: err}
 	}
 	if n := m.EncodedSize(); n > MaxMessageSize {
-		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Enhanced: "5.3.4", Rule: "ses-size",
+		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Enhanced: "5.3.4", Rule: "ses-size",
 			Detail: fmt.Sprintf("message of %d bytes encoded is over the SES limit of %d", n, MaxMessageSize)}
 	}
 	raw, err := render.MIME(a)

@@ -24,6 +24,7 @@ func TestSizeOverServerLimitIsPermanent(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, transport.Permanent, te.Kind, "over SIZE: %v", err)
 	assert.Equal(t, "smtp-size", te.Rule)
+	assert.Equal(t, transport.ScopeMessage, te.Scope, "about the message, not the recipient or the lane")
 	assert.Contains(t, err.Error(), "SIZE limit of 65536")
 	_, _, mails, _, _ := s.counts()
 	assert.Zero(t, mails, "nothing of the mail reached the server")

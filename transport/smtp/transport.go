@@ -172,7 +172,7 @@ func tooBig(s *session, m *transport.Message) error {
 		return nil
 	}
 	if n := m.EncodedSize(); n > limit {
-		return &transport.Error{Kind: transport.Permanent, Enhanced: "5.3.4", Rule: "smtp-size",
+		return &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Enhanced: "5.3.4", Rule: "smtp-size",
 			Detail: fmt.Sprintf("message of %d bytes encoded is over the server's SIZE limit of %d", n, limit)}
 	}
 	return nil
