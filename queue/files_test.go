@@ -135,7 +135,7 @@ func TestAttachmentsMissingFailTheMail(t *testing.T) {
 		q := newQueue(t, s.db, Lane{MaxSize: 8 << 20}, nil)
 		id, err := q.Enqueue(ctx, s.db, mailWithFiles("cy@example.com"))
 		require.NoError(t, err)
-		_, err = s.db.Exec(`DELETE FROM `+q.files+` WHERE mail_id = ? AND part = 1 AND chunk = 1`, id)
+		_, err = s.db.Exec(q.d.rebind(`DELETE FROM `+q.files+` WHERE mail_id = ? AND part = 1 AND chunk = 1`), id)
 		require.NoError(t, err)
 		rec := &recorder{}
 		w, err := NewWorker(q, rec, &WorkerOptions{CleanupInterval: -1, Logger: quietLogger()})
