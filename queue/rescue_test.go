@@ -173,3 +173,31 @@ func TestDefaultLeaseOfAKilledWorkerIsRescued(t *testing.T) {
 		}
 	})
 }
+
+// TestRescueTakesALeaseWholeOrNotAtAll: on MariaDB, when another session
+// holds one row of an expired lease locked, its owner may be alive and
+// waiting behind that lock to renew the lease: the rescuer takes none of
+// the lease's rows and reports its token as blocked; once the lock is
+// gone it rescues them all.
+func TestRescueTakesALeaseWholeOrNotAtAll(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newMariaDBStore(t)
+	clock := newManualClock()
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, clock)
+	ids := enqueueN(t, q, 2)
+	jobs, err := q.claim(ctx, "owner.1", 10, time.Minute, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	clock.Advance(2 * time.Minute)
+
+	holder := holdRows(t, s, q, ids[1:])
+	n, blocked, err := q.rescue(ctx, maxBatchRows, nil, time.Minute)
+	require.NoError(t, err)
+	assert.Zero(t, n, "half a lease is not rescued")
+	assert.Equal(t, []string{"owner.1"}, blocked)
+	assert.Equal(t, 2, countRows(t, s.db, q.table, "status = 1 AND locked_by = 'owner.1'"))
+
+	require.NoError(t, holder.Rollback())
+	assert.Equal(t, 2, rescueAll(t, q))
+}

@@ -181,3 +181,22 @@ func TestRescueHonoursNotAfter(t *testing.T) {
 	u = p.next(&job{attempts: 1, maxAttempts: 5}, event{kind: evRescued}, now)
 	assert.Equal(t, StatusPending, u.status, "no deadline: sent again")
 }
+
+// TestReleasedRowIsDueWhenItWasGivenBackFor: a row given back unsent
+// keeps its attempt and is due again at the time the release names (the
+// breaker's end), never sooner, or at once when that time has passed.
+func TestReleasedRowIsDueWhenItWasGivenBackFor(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	breakerEnd := now.Add(4 * time.Minute)
+	u := p.next(&job{attempts: 1, maxAttempts: 5}, event{kind: evReleased, due: breakerEnd.UnixMilli()}, now)
+	assert.Equal(t, StatusPending, u.status)
+	assert.Equal(t, breakerEnd.UnixMilli(), u.nextRun, "due when the breaker closes")
+	assert.Equal(t, 0, u.attempts, "the attempt is given back")
+	assert.False(t, u.hasOutcome, "the last outcome stays")
+
+	u = p.next(&job{attempts: 3, maxAttempts: 5}, event{kind: evReleased, due: now.Add(-time.Minute).UnixMilli()}, now)
+	assert.Equal(t, StatusRetry, u.status)
+	assert.Equal(t, now.UnixMilli(), u.nextRun, "due at once")
+	assert.Equal(t, 2, u.attempts)
+}
