@@ -109,10 +109,12 @@ func (t *Thresholds) Validate() error {
 	switch {
 	case t.Backlog < 0:
 		return fmt.Errorf("negative backlog threshold %d", t.Backlog)
-	case t.FailureRate < 0 || t.FailureRate > 1:
+	case !(t.FailureRate >= 0 && t.FailureRate <= 1): // NaN compares false with everything
 		return fmt.Errorf("failure rate threshold %v is not a fraction between 0 and 1", t.FailureRate)
 	case t.MinAttempts < 0:
 		return fmt.Errorf("negative minimum attempts %d", t.MinAttempts)
+	case t.Restarts < 0:
+		return fmt.Errorf("negative restarts threshold %d", t.Restarts)
 	}
 	return nil
 }

@@ -172,6 +172,9 @@ func Load(path, database string) (*Config, error) {
 		if len(fc.Lanes) == 0 {
 			return nil, fmt.Errorf("config: %s: no [lanes.NAME] section", path)
 		}
+		if err := zerosGiven(md, fc.Lanes); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", path, err)
+		}
 	} else {
 		fc.Lanes = map[string]laneConfig{"default": {}}
 	}
@@ -215,6 +218,23 @@ func Load(path, database string) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// zerosGiven refuses a count written as 0 in the file: the zero value
+// means "the default" to the queue, so "batch = 0" would silently become
+// 200 instead of the error it is.
+func zerosGiven(md toml.MetaData, lanes map[string]laneConfig) error {
+	for name, lc := range lanes {
+		for _, c := range []struct {
+			key string
+			v   int
+		}{{"batch", lc.Batch}, {"concurrency", lc.Concurrency}, {"max_attempts", lc.MaxAttempts}, {"max_size", lc.MaxSize}, {"breaker_threshold", lc.BreakerThreshold}} {
+			if c.v == 0 && md.IsDefined("lanes", name, c.key) {
+				return fmt.Errorf("lanes.%s.%s: 0 is not allowed (leave the key out for the default)", name, c.key)
+			}
+		}
+	}
+	return nil
 }
 
 // checkTables refuses lanes whose tables would be one table: names are

@@ -83,9 +83,30 @@ func TestLoadUsesTheQueuesValidation(t *testing.T) {
 		"batch = 501":            "config: lanes.tx: queue: worker batch 501 out of range 1..500",
 		"max_attempts = 1001":    "config: lanes.tx: queue: lane tx: retry: max attempts 1001 out of range 1..1000",
 		"table = \"bad name\"":   "config: lanes.tx: queue:",
-		"concurrency = -1":       "config: lanes.tx: queue: worker concurrency -1 below 1",
-		"max_size = -5":          "config: lanes.tx: queue: lane tx: negative max size -5",
+		"concurrency = -1":       "config: lanes.tx: queue: worker concurrency -1 out of range 1..1000",
+		"max_size = -5":          "config: lanes.tx: queue: lane tx: max size -5 out of range",
 		"lease_margin = \"1ms\"": "config: lanes.tx: queue: lease margin 1ms is too short",
+		// A zero is not "the default" when it is written.
+		"batch = 0":             "lanes.tx.batch: 0 is not allowed",
+		"concurrency = 0":       "lanes.tx.concurrency: 0 is not allowed",
+		"max_attempts = 0":      "lanes.tx.max_attempts: 0 is not allowed",
+		"max_size = 0":          "lanes.tx.max_size: 0 is not allowed",
+		"breaker_threshold = 0": "lanes.tx.breaker_threshold: 0 is not allowed",
+		// Upper bounds, in queue/bounds.go.
+		"concurrency = 100000":             "worker concurrency 100000 out of range 1..1000",
+		"max_size = 20000000":              "max size 20000000 out of range",
+		"shutdown_timeout = \"60000d\"":    "shutdown timeout 1440000h0m0s is over its bound of 24h0m0s",
+		"shutdown_timeout = \"25h\"":       "shutdown timeout 25h0m0s is over its bound",
+		"send_timeout = \"2h\"":            "send timeout 2h0m0s is over its bound",
+		"poll_interval = \"2h\"":           "poll interval",
+		"lease_margin = \"2h\"":            "lease margin",
+		"fail_after = \"31d\"":             "fail after",
+		"cleanup_interval = \"31d\"":       "cleanup interval",
+		"keep_sent = \"40000d\"":           "retention of sent mail",
+		"retry_schedule = [\"366d\"]":      "schedule entry 8784h0m0s is over its bound",
+		"connection_schedule = [\"366d\"]": "schedule entry",
+		"recipient_limit = \"3/366d\"":     "Per must be at most",
+		"lock_timeout = \"2h\"":            "lock timeout",
 	}
 	for line, want := range cases {
 		_, err := config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\"\n"+line+"\n"), "")

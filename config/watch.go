@@ -40,6 +40,10 @@ type Alerts struct {
 	Interval time.Duration
 }
 
+// maxAlertInterval bounds [alerts] interval: an alert checked less than
+// daily is no alert.
+const maxAlertInterval = 24 * time.Hour
+
 // AlertWebhookEnv replaces [alerts] webhook, so the token can stay out of
 // the config file.
 const AlertWebhookEnv = "MAILSPOOL_ALERT_WEBHOOK"
@@ -103,8 +107,8 @@ func (c *Config) loadWatch(fc *fileConfig) error {
 	}
 	if ac.Interval != "" {
 		d, err := duration.Positive(ac.Interval)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("config: alerts.interval: %q is not a positive duration", ac.Interval)
+		if err != nil || d <= 0 || d > maxAlertInterval {
+			return fmt.Errorf("config: alerts.interval: %q is not a positive duration of at most %v", ac.Interval, maxAlertInterval)
 		}
 		a.Interval = d
 	}

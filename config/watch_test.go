@@ -59,6 +59,14 @@ transport = "fake://"
 		"[alerts]\nwebhook = \"https://h/x\"\n[lanes.tx]\ntransport = \"fake://\"\n[lanes.tx.alerts]\nbacklog = -1": "config: lanes.tx.alerts: negative backlog threshold -1",
 		"[alerts]\nwebhook = \"https://h/x\"\n[lanes.tx]\ntransport = \"fake://\"\n[lanes.tx.alerts]\nbaklog = 1":   "unknown key lanes.tx.alerts.baklog",
 	}
+	// NaN compares false with everything: it must not pass as a threshold.
+	lane := "[alerts]\nwebhook = \"https://h/x\"\n[lanes.tx]\ntransport = \"fake://\"\n[lanes.tx.alerts]\n"
+	for _, v := range []string{"nan", "+nan", "inf", "-inf", "-0.1", "1.5"} {
+		cases[lane+"failure_rate = "+v] = "config: lanes.tx.alerts: failure rate threshold"
+	}
+	cases[lane+"restarts = -1"] = "config: lanes.tx.alerts: negative restarts threshold -1"
+	cases[lane+"min_attempts = -1"] = "config: lanes.tx.alerts: negative minimum attempts -1"
+	cases["[alerts]\nwebhook = \"https://h/x\"\ninterval = \"2d\"\n[lanes.tx]\ntransport = \"fake://\""] = "config: alerts.interval"
 	for content, want := range cases {
 		_, err := config.Load(writeConfig(t, content), "")
 		require.Error(t, err, content)

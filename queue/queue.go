@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
 // Limit allows N events per Per. The zero Limit means no limit; otherwise
@@ -27,6 +29,8 @@ func (l Limit) check() error {
 		return fmt.Errorf("limit %d per %v: N must be positive (the zero Limit means no limit)", l.N, l.Per)
 	case l.Per < time.Second:
 		return fmt.Errorf("limit %d per %v: Per must be at least 1s", l.N, l.Per)
+	case l.Per > MaxLimitWindow:
+		return fmt.Errorf("limit %d per %v: Per must be at most %v", l.N, l.Per, MaxLimitWindow)
 	}
 	return nil
 }
@@ -201,11 +205,11 @@ func (l Lane) withDefaults() (Lane, error) {
 	if l.LockTimeout == 0 {
 		l.LockTimeout = DefaultLockTimeout
 	}
-	if l.LockTimeout < time.Second || l.LockTimeout%time.Second != 0 {
-		return l, fmt.Errorf("queue: lane %s: lock timeout %v is not a whole number of seconds (at least 1s)", l.Name, l.LockTimeout)
+	if l.LockTimeout < time.Second || l.LockTimeout > MaxLockTimeout || l.LockTimeout%time.Second != 0 {
+		return l, fmt.Errorf("queue: lane %s: lock timeout %v is not a whole number of seconds from 1s to %v", l.Name, l.LockTimeout, MaxLockTimeout)
 	}
-	if l.MaxSize < 0 {
-		return l, fmt.Errorf("queue: lane %s: negative max size %d", l.Name, l.MaxSize)
+	if l.MaxSize < 0 || l.MaxSize > transport.MaxMessageSize {
+		return l, fmt.Errorf("queue: lane %s: max size %d out of range 1..%d", l.Name, l.MaxSize, transport.MaxMessageSize)
 	}
 	r, err := l.Retry.withDefaults()
 	if err != nil {

@@ -79,17 +79,22 @@ func (p RetryPolicy) withDefaults() (RetryPolicy, error) {
 		return p, fmt.Errorf("retry: max attempts %d out of range 1..1000", p.MaxAttempts)
 	case len(p.Schedule) == 0 || len(p.ConnectionSchedule) == 0:
 		return p, errors.New("retry: empty schedule")
-	case p.Jitter > 1:
+	case !(p.Jitter <= 1): // NaN compares false with everything
 		return p, fmt.Errorf("retry: jitter %v over 1", p.Jitter)
 	case p.BreakerThreshold < 1:
 		return p, fmt.Errorf("retry: breaker threshold %d below 1", p.BreakerThreshold)
 	case p.BreakerPause < 0 || p.BreakerMaxPause < p.BreakerPause:
 		return p, fmt.Errorf("retry: breaker pause %v / max %v out of order", p.BreakerPause, p.BreakerMaxPause)
+	case p.BreakerMaxPause > MaxRetryWait:
+		return p, fmt.Errorf("retry: breaker max pause %v over its bound of %v", p.BreakerMaxPause, MaxRetryWait)
 	}
 	for _, s := range [][]time.Duration{p.Schedule, p.ConnectionSchedule} {
 		for _, w := range s {
 			if w <= 0 {
 				return p, fmt.Errorf("retry: schedule entry %v is not positive", w)
+			}
+			if w > MaxRetryWait {
+				return p, fmt.Errorf("retry: schedule entry %v is over its bound of %v", w, MaxRetryWait)
 			}
 		}
 	}

@@ -185,8 +185,8 @@ func (o *WorkerOptions) setDefaults() error {
 	switch {
 	case o.Batch < 1 || o.Batch > maxBatchRows:
 		return fmt.Errorf("queue: worker batch %d out of range 1..%d", o.Batch, maxBatchRows)
-	case o.Concurrency < 1:
-		return fmt.Errorf("queue: worker concurrency %d below 1", o.Concurrency)
+	case o.Concurrency < 1 || o.Concurrency > MaxConcurrency:
+		return fmt.Errorf("queue: worker concurrency %d out of range 1..%d", o.Concurrency, MaxConcurrency)
 	case o.SendTimeout < 0 || o.PollInterval < 0 || o.ShutdownTimeout < 0 || o.RescueInterval < 0 || o.FailAfter < 0:
 		return errors.New("queue: negative worker timeout")
 	case o.LeaseMargin < 3*time.Millisecond:
@@ -194,7 +194,17 @@ func (o *WorkerOptions) setDefaults() error {
 	case o.MaxMessages < 0:
 		return fmt.Errorf("queue: negative max messages %d", o.MaxMessages)
 	}
-	return nil
+	return checkDurations("worker",
+		durationBound{"send timeout", o.SendTimeout, MaxSendTimeout},
+		durationBound{"lease margin", o.LeaseMargin, MaxLeaseMargin},
+		durationBound{"poll interval", o.PollInterval, MaxPollInterval},
+		durationBound{"rescue interval", o.RescueInterval, MaxRescueInterval},
+		durationBound{"shutdown timeout", o.ShutdownTimeout, MaxShutdownTimeout},
+		durationBound{"fail after", o.FailAfter, MaxFailAfter},
+		durationBound{"cleanup interval", o.CleanupInterval, MaxCleanupInterval},
+		durationBound{"retention of sent mail", o.Retention.Sent, MaxRetention},
+		durationBound{"retention of failed mail", o.Retention.Failed, MaxRetention},
+	)
 }
 
 func defaultWorkerID() string {

@@ -54,6 +54,16 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if o.Repeat < 1 {
 		return usageError{fmt.Sprintf("--repeat %d: want 1 or more runs", o.Repeat)}
 	}
+	// A zero would silently become bench's default, a huge count runs
+	// the machine out of memory: both are usage errors.
+	for _, n := range []struct {
+		flag   string
+		v, max int
+	}{{"--workers", o.Workers, bench.MaxWorkers}, {"--producers", o.Producers, bench.MaxProducers}, {"--messages", o.Messages, bench.MaxMessages}} {
+		if n.v < 1 || n.v > n.max {
+			return usageError{fmt.Sprintf("%s %d: want 1 to %d", n.flag, n.v, n.max)}
+		}
+	}
 	if o.Steady && *drainProfile != "" {
 		return usageError{"--steady and --drain-cpuprofile: a steady run's drain runs beside its producers; use --cpuprofile"}
 	}

@@ -51,6 +51,14 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	if th.maxFailureRate, err = parseRate(*rate); err != nil {
 		return exitError{checkUnknown, usageError{err.Error()}}
 	}
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{{"--max-backlog", th.maxBacklog}, {"--min-finished", th.minFinished}, {"--max-stuck", th.maxStuck}} {
+		if n.v < 0 {
+			return exitError{checkUnknown, usageError{fmt.Sprintf("%s %d: negative", n.flag, n.v)}}
+		}
+	}
 	report := func(code int, line string, lanes []laneStats) error {
 		if *asJSON {
 			if err := writeJSON(e.stdout, checkResult{Status: checkNames[code], Line: line, Lanes: lanes}); err != nil {
@@ -129,7 +137,7 @@ func parseRate(s string) (float64, error) {
 	if pct {
 		f /= 100
 	}
-	if err != nil || f < 0 || f > 1 {
+	if err != nil || !(f >= 0 && f <= 1) { // refuses NaN, which compares false with everything
 		return 0, fmt.Errorf("--max-failure-rate %q: want a share like 20%% or 0.2", s)
 	}
 	return f, nil

@@ -385,7 +385,7 @@ func TestEvaluate(t *testing.T) {
 		require.NoError(t, err)
 		assert.InDelta(t, want, got, 1e-9, in)
 	}
-	for _, bad := range []string{"lots", "120%", "-1"} {
+	for _, bad := range []string{"lots", "120%", "-1", "NaN", "nan%", "Inf", "-Inf", "+Inf%"} {
 		_, err := parseRate(bad)
 		assert.Error(t, err, bad)
 	}

@@ -108,6 +108,15 @@ type Options struct {
 	OnDrain func() (end func())
 }
 
+// Bounds of a run: each worker and producer has a connection pool of its
+// own (a worker run as a process, a whole process), and the run keeps a
+// few numbers per message in memory.
+const (
+	MaxWorkers   = 256
+	MaxProducers = 256
+	MaxMessages  = 10_000_000
+)
+
 func (o *Options) setDefaults() error {
 	if o.Workers == 0 {
 		o.Workers = 4
@@ -139,6 +148,8 @@ func (o *Options) setDefaults() error {
 	switch {
 	case o.Workers < 1 || o.Producers < 1 || o.Messages < 1 || o.Repeat < 1:
 		return fmt.Errorf("bench: workers (%d), producers (%d), messages (%d) and repeat (%d) must be at least 1", o.Workers, o.Producers, o.Messages, o.Repeat)
+	case o.Workers > MaxWorkers || o.Producers > MaxProducers || o.Messages > MaxMessages:
+		return fmt.Errorf("bench: at most %d workers, %d producers and %d messages (got %d, %d, %d)", MaxWorkers, MaxProducers, MaxMessages, o.Workers, o.Producers, o.Messages)
 	case o.Latency < 0 || o.History < 0 || o.Stall < 0 || o.PollInterval < 0 || o.Batch < 0 || o.Concurrency < 0:
 		return errors.New("bench: negative latency, history, stall, poll interval, batch or concurrency")
 	case o.Algorithm != Mailspool && o.Algorithm != Classic && o.Algorithm != Both:
