@@ -59,6 +59,7 @@ type Option func(*enqueueOptions) error
 type enqueueOptions struct {
 	nice        int // MaxPriority - the priority
 	idemKey     string
+	duplicate   *bool
 	clientIP    string
 	maxAttempts int
 	notAfter    time.Time
@@ -101,6 +102,17 @@ func IdempotencyKey(key string) Option {
 			return &InvalidError{Reason: fmt.Sprintf("idempotency key must be 1..191 bytes, got %d", len(key))}
 		}
 		o.idemKey = key
+		return nil
+	}
+}
+
+// ReportDuplicate sets *dup to whether the enqueue found its
+// IdempotencyKey used already and so queued nothing: the id it returns is
+// then the first row's. A caller that reports what was queued counts rows
+// written by it, not ids.
+func ReportDuplicate(dup *bool) Option {
+	return func(o *enqueueOptions) error {
+		o.duplicate = dup
 		return nil
 	}
 }
@@ -181,6 +193,7 @@ func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, op
 			return 0, err
 		}
 	}
+	o.setDuplicate(false)
 	m, err := normalizeAddresses(m)
 	if err != nil {
 		return 0, err
@@ -261,6 +274,7 @@ func (q *Queue) enqueueInTx(ctx context.Context, exec DBTX, m *transport.Message
 		// A plain read: a locking read of a missing key would take gap
 		// locks, and two such enqueues would then deadlock on their INSERTs.
 		if id, found, err := q.idempotent(ctx, exec, o.idemKey, false); err != nil || found {
+			o.setDuplicate(found)
 			return id, err
 		}
 	}
@@ -281,10 +295,17 @@ func (q *Queue) enqueueInTx(ctx context.Context, exec DBTX, m *transport.Message
 		// A concurrent enqueue with the same key committed first: the
 		// unique index refused ours. Return that row (without our counts).
 		if id, found, err2 := q.idempotent(ctx, exec, o.idemKey, true); err2 == nil && found {
+			o.setDuplicate(true)
 			return id, nil
 		}
 	}
 	return 0, err
+}
+
+func (o *enqueueOptions) setDuplicate(dup bool) {
+	if o.duplicate != nil {
+		*o.duplicate = dup
+	}
 }
 
 // txRolledBack reports an error after which the server has rolled the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // check's exit codes, as Nagios reads them.
@@ -32,7 +33,7 @@ const checkExitCodes = `Exit codes (Nagios):
   3  UNKNOWN (bad flags or arguments, database or config unusable)`
 
 func runCheck(ctx context.Context, e *env, args []string) error {
-	const usage = "[--db URL] [--config FILE] [--lane NAME] [--max-backlog N] [--max-failure-rate P] [--min-finished N] [--max-stuck N] [--json]"
+	const usage = "[--db URL] [--config FILE] [--lane NAME] [--max-backlog N] [--max-failure-rate P] [--min-finished N] [--max-stuck N] [--timeout D] [--json]"
 	fs := newFlagSet(e, "check", usage)
 	setExitCodes(e, fs, usage, checkExitCodes)
 	var sf storeFlags
@@ -44,9 +45,15 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	fs.Int64Var(&th.minFinished, "min-finished", 20, "judge the failure rate only once this many mails finished in the hour")
 	fs.Int64Var(&th.maxStuck, "max-stuck", 0, "critical above this many rows stuck in sending")
 	asJSON := fs.Bool("json", false, "print JSON: status, the line, and each lane's numbers")
+	timeout := fs.Duration("timeout", 10*time.Second, "answer UNKNOWN when the database has not answered within this long (connecting included)")
 	if err := parseFlags(fs, args); err != nil {
 		return exitError{checkUnknown, err}
 	}
+	if *timeout <= 0 || *timeout > time.Hour {
+		return exitError{checkUnknown, usageError{fmt.Sprintf("--timeout %v: want a duration above 0 and at most 1h", *timeout)}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
 	var err error
 	if th.maxFailureRate, err = parseRate(*rate); err != nil {
 		return exitError{checkUnknown, usageError{err.Error()}}
@@ -72,7 +79,12 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 		}
 		return nil
 	}
-	unknown := func(err error) error { return report(checkUnknown, fmt.Sprintf("UNKNOWN: %v", err), nil) }
+	unknown := func(err error) error {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("the database did not answer within %v: %w", *timeout, err)
+		}
+		return report(checkUnknown, fmt.Sprintf("UNKNOWN: %v", err), nil)
+	}
 	lf := laneFlags{storeFlags: sf, lane: *lane}
 	lanes, qs, db, err := lf.openQueues(ctx)
 	if err != nil {

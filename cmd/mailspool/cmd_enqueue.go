@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -161,7 +159,19 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	specs, err := f.specs(fs, e.stdin)
+	cfg, err := config.Load(f.store.config, f.store.db)
+	if err != nil {
+		return err
+	}
+	l, err := pickOneLane(cfg, f.lane)
+	if err != nil {
+		return err
+	}
+	maxSize := l.Lane.MaxSize
+	if maxSize == 0 {
+		maxSize = queue.DefaultMaxSize
+	}
+	specs, err := f.specs(fs, e.stdin, boundsFor(maxSize))
 	if err != nil {
 		return err
 	}
@@ -169,20 +179,16 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, db, err := f.store.open()
+	_, db, err := f.store.open()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	l, err := pickOneLane(cfg, f.lane)
+	res, err := enqueueAll(ctx, e, db, l.Lane, mails)
 	if err != nil {
 		return err
 	}
-	ids, err := enqueueAll(ctx, e, db, l.Lane, mails)
-	if err != nil {
-		return err
-	}
-	return reportQueued(e, f.asJSON, l.Lane.Name, ids)
+	return reportQueued(e, f.asJSON, l.Lane.Name, res)
 }
 
 func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
@@ -222,12 +228,12 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 
 // specs returns the mails the command line gives: from --file, or the one
 // the message flags describe.
-func (f *enqueueFlags) specs(fs *flag.FlagSet, stdin io.Reader) ([]mailSpec, error) {
+func (f *enqueueFlags) specs(fs *flag.FlagSet, stdin io.Reader, b fileBounds) ([]mailSpec, error) {
 	if f.file != "" {
 		if flagsGiven(fs, "file", "db", "config", "lane", "json") {
 			return nil, usageError{"--file cannot be combined with message flags"}
 		}
-		return readSpecs(f.file, stdin)
+		return readSpecs(f.file, stdin, b)
 	}
 	m := f.mail
 	m.Headers = f.headers
@@ -286,61 +292,106 @@ func prepare(specs []mailSpec) ([]prepared, error) {
 	return mails, nil
 }
 
+// enqueued is what enqueueAll did: each mail's row id, and whether the
+// mail repeated an idempotency key (its id is then the first row's, and
+// nothing was written).
+type enqueued struct {
+	ids       []int64
+	duplicate []bool
+}
+
 // enqueueAll queues every mail in one transaction, or none.
-func enqueueAll(ctx context.Context, e *env, db *sql.DB, lane queue.Lane, mails []prepared) ([]int64, error) {
+func enqueueAll(ctx context.Context, e *env, db *sql.DB, lane queue.Lane, mails []prepared) (enqueued, error) {
 	q, err := queue.New(ctx, db, lane, nil)
 	if err != nil {
-		return nil, err
+		return enqueued{}, err
 	}
 	if err := queue.CheckSchema(ctx, db, lane.Table); err != nil {
-		return nil, err
+		return enqueued{}, err
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return enqueued{}, err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	ids := make([]int64, len(mails))
+	res := enqueued{ids: make([]int64, len(mails)), duplicate: make([]bool, len(mails))}
 	progress := len(mails) >= 1000
 	for i, p := range mails {
-		if ids[i], err = q.Enqueue(ctx, tx, p.msg, p.opts...); err != nil {
+		opts := append(p.opts[:len(p.opts):len(p.opts)], queue.ReportDuplicate(&res.duplicate[i]))
+		if res.ids[i], err = q.Enqueue(ctx, tx, p.msg, opts...); err != nil {
 			if len(mails) > 1 {
-				return nil, fmt.Errorf("mail %d of %d: %w (nothing was queued)", i+1, len(mails), err)
+				return enqueued{}, fmt.Errorf("mail %d of %d: %w (nothing was queued)", i+1, len(mails), err)
 			}
-			return nil, err
+			return enqueued{}, err
 		}
 		if progress && (i+1)%1000 == 0 {
 			fmt.Fprintf(e.stderr, "\rqueued %d of %d", i+1, len(mails))
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w (nothing was queued)", err)
+		return enqueued{}, fmt.Errorf("commit: %w (nothing was queued)", err)
 	}
 	if progress {
 		fmt.Fprintln(e.stderr)
 	}
-	return ids, nil
+	return res, nil
 }
 
-// reportQueued prints the rows queued. Mails that repeat an idempotency
-// key get the first one's id and queue nothing; they are counted apart.
-func reportQueued(e *env, asJSON bool, lane string, ids []int64) error {
-	distinct := map[int64]bool{}
-	for _, id := range ids {
-		distinct[id] = true
+// reportQueued prints the rows written. A mail that repeats an idempotency
+// key (of an earlier run, or of a mail before it in the file) gets the
+// first row's id and writes nothing; the report names those mails.
+func reportQueued(e *env, asJSON bool, lane string, res enqueued) error {
+	var written []int64
+	var dups []int // 1-based positions in the file
+	for i, id := range res.ids {
+		if res.duplicate[i] {
+			dups = append(dups, i+1)
+		} else {
+			written = append(written, id)
+		}
 	}
 	if asJSON {
-		return writeJSON(e.stdout, map[string]any{"lane": lane, "ids": ids, "queued": len(distinct)})
+		if dups == nil {
+			dups = []int{}
+		}
+		return writeJSON(e.stdout, map[string]any{"lane": lane, "ids": res.ids, "queued": len(written), "duplicates": dups})
 	}
 	switch {
-	case len(ids) == 1:
-		fmt.Fprintf(e.stdout, "queued mail %d in lane %s\n", ids[0], lane)
-	case len(distinct) == len(ids):
-		fmt.Fprintf(e.stdout, "queued %d mails (ids %d..%d) in lane %s\n", len(ids), ids[0], ids[len(ids)-1], lane)
+	case len(res.ids) == 1 && len(dups) == 0:
+		fmt.Fprintf(e.stdout, "queued mail %d in lane %s\n", res.ids[0], lane)
+	case len(res.ids) == 1:
+		fmt.Fprintf(e.stdout, "queued nothing in lane %s: the idempotency key was used already, by mail %d\n", lane, res.ids[0])
 	default:
-		fmt.Fprintf(e.stdout, "queued %d mails in lane %s (%d of the %d given repeat an idempotency key and queued nothing)\n", len(distinct), lane, len(ids)-len(distinct), len(ids))
+		fmt.Fprintf(e.stdout, "queued %d mails%s in lane %s\n", len(written), idList(" (ids ", written, ")"), lane)
+		if len(dups) > 0 {
+			var which []string
+			for _, d := range dups {
+				which = append(which, fmt.Sprintf("%d (as mail %d)", d, res.ids[d-1]))
+			}
+			fmt.Fprintf(e.stdout, "%d of the %d given repeat an idempotency key and queued nothing: %s\n", len(dups), len(res.ids), strings.Join(which, ", "))
+		}
 	}
 	return nil
+}
+
+// idList writes ids as "a..b" when they are consecutive and ascending, else
+// one by one; "" for none.
+func idList(prefix string, ids []int64, suffix string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	consecutive := true
+	for i := 1; i < len(ids); i++ {
+		consecutive = consecutive && ids[i] == ids[i-1]+1
+	}
+	if consecutive && len(ids) > 1 {
+		return fmt.Sprintf("%s%d..%d%s", prefix, ids[0], ids[len(ids)-1], suffix)
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return prefix + strings.Join(s, ", ") + suffix
 }
 
 func pickOneLane(cfg *config.Config, name string) (config.Lane, error) {
@@ -369,51 +420,6 @@ func flagsGiven(fs *flag.FlagSet, except ...string) bool {
 		given = true
 	})
 	return given
-}
-
-// readSpecs reads one mail object or an array of them, strictly (see
-// checkJSON).
-func readSpecs(path string, stdin io.Reader) ([]mailSpec, error) {
-	r := stdin
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkJSON(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	data = bytes.TrimSpace(data)
-	decode := func(v any) error {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(v); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		return nil
-	}
-	if len(data) > 0 && data[0] == '[' {
-		var specs []mailSpec
-		if err := decode(&specs); err != nil {
-			return nil, err
-		}
-		if len(specs) == 0 {
-			return nil, fmt.Errorf("%s: an empty array", path)
-		}
-		return specs, nil
-	}
-	var s mailSpec
-	if err := decode(&s); err != nil {
-		return nil, err
-	}
-	return []mailSpec{s}, nil
 }
 
 // build turns a spec into a Message and enqueue options.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/mailspool/mailspool/internal/bench"
 	"github.com/mailspool/mailspool/queue"
@@ -42,6 +43,16 @@ var commands = []command{
 	{"bench", "measure enqueue and drain on a database, checking every mail is delivered once", runBench},
 	{bench.ChildCommand, "", runBenchWorker}, // hidden: a worker process of bench --processes
 	{"version", "print the version and VCS revision this binary was built from", runVersion},
+}
+
+// commandDeadline bounds the one-shot commands that read or change a few
+// rows, so that a database that stops answering mid-statement fails them
+// instead of hanging them. Connecting is bounded for every command
+// (dburl.ConnectTimeout); check has its own --timeout; the worker gives up
+// after its fail_after; migrate and cleanup may rightly run long.
+var commandDeadline = map[string]time.Duration{
+	"enqueue": 5 * time.Minute, "list": time.Minute, "show": time.Minute, "stats": time.Minute,
+	"retry": 5 * time.Minute, "cancel": time.Minute, "pause": time.Minute, "resume": time.Minute,
 }
 
 // Exit codes; check has its own (0 ok, 1 warning, 2 critical, 3 unknown).
@@ -102,8 +113,13 @@ func run(ctx context.Context, e *env, args []string) int {
 		if c.name != args[0] {
 			continue
 		}
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if d, ok := commandDeadline[c.name]; ok {
+			cctx, cancel = context.WithTimeout(ctx, d)
+		}
 		out := &countingWriter{w: e.stdout}
-		err := c.run(ctx, &env{stdin: e.stdin, stdout: out, stderr: e.stderr}, args[1:])
+		err := c.run(cctx, &env{stdin: e.stdin, stdout: out, stderr: e.stderr}, args[1:])
+		cancel()
 		code := exitCode(err)
 		var ue usageError
 		var ee exitError

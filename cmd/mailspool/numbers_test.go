@@ -1,8 +1,10 @@
 package main
 
 import (
+	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,4 +50,48 @@ func TestBenchCountsOutOfRange(t *testing.T) {
 		assert.Equal(t, exitUsage, code, "%v: %s", args, stderr)
 		assert.True(t, strings.Contains(stderr, args[0]+" "+args[1]+": want 1 to"), "%v: %s", args, stderr)
 	}
+}
+
+// silentServer accepts connections and never answers, like a database
+// behind a stalled proxy; it returns its address.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// A monitoring probe against a database that accepts the connection and
+// never answers says UNKNOWN (it used to hang forever).
+func TestCheckAnswersUnknownWhenTheDatabaseNeverAnswers(t *testing.T) {
+	addr := silentServer(t)
+	code, out, stderr := mailspool(t, "check", "--timeout", "1s", "--db", "mysql://app:s3cret@"+addr+"/app")
+	assert.Equal(t, checkUnknown, code, stderr)
+	assert.True(t, strings.HasPrefix(out, "UNKNOWN: the database did not answer within 1s"), out)
+	assert.NotContains(t, out+stderr, "s3cret")
+
+	code, _, stderr = mailspool(t, "check", "--timeout", "0s")
+	assert.Equal(t, checkUnknown, code)
+	assert.Contains(t, stderr, "--timeout")
 }

@@ -31,7 +31,9 @@
 package dburl
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -64,10 +66,15 @@ func Open(rawURL string) (*sql.DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		db, err := sql.Open("mysql", dsn)
+		cfg, err := mysql.ParseDSN(dsn) // MySQLDSN parsed it already
 		if err != nil {
-			return nil, fmt.Errorf("dburl: %s: %w", redact(rawURL), err)
+			return nil, fmt.Errorf("dburl: %s: bad parameters", redact(rawURL))
 		}
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("dburl: %s: %v", redact(rawURL), hide(err.Error(), cfg.Passwd))
+		}
+		db := sql.OpenDB(boundedConnector{conn})
 		db.SetConnMaxLifetime(5 * time.Minute)
 		return db, nil
 	case "postgres", "postgresql":
@@ -100,6 +107,26 @@ func Open(rawURL string) (*sql.DB, error) {
 		}
 		return nil, fmt.Errorf("dburl: unknown database scheme %q in %q; want mysql://..., postgres://... or sqlite:PATH", scheme, redact(rawURL))
 	}
+}
+
+// ConnectTimeout bounds making one MySQL connection: the dial and the
+// handshake, so that a server (or a proxy) that accepts the connection and
+// then never answers fails the statement that wanted a connection instead
+// of hanging it forever.
+const ConnectTimeout = 10 * time.Second
+
+// boundedConnector is a driver.Connector whose Connect gives up after
+// ConnectTimeout.
+type boundedConnector struct{ driver.Connector }
+
+func (c boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+	defer cancel()
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("dburl: no answer from the database server within %v of connecting: %w", ConnectTimeout, err)
+	}
+	return conn, err
 }
 
 // OpenExisting is Open for commands that only use a database that

@@ -1,7 +1,9 @@
 package dburl
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -151,4 +153,36 @@ func FuzzOpenHidesPassword(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A server that accepts the connection and never answers fails the
+// connect after ConnectTimeout, whatever the caller's context: every
+// command and the worker get an error instead of hanging.
+func TestConnectIsBounded(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		var held []net.Conn // open and silent until the test ends
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	db, err := Open("mysql://app:s3cret@" + ln.Addr().String() + "/app")
+	require.NoError(t, err)
+	defer db.Close()
+	err = db.PingContext(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no answer from the database server within 10s")
+	assert.NotContains(t, err.Error(), "s3cret")
 }
