@@ -13,18 +13,18 @@ import (
 // interval and a back-off; a shutdown waits ShutdownTimeout after the
 // sends were stopped), and every sum must still fit.
 const (
-	MaxConcurrency     = 1000                  // sends in flight per worker
-	MaxSendTimeout     = time.Hour             // one Send
-	MaxLeaseMargin     = time.Hour             // a lease's margin over its sends
-	MaxPollInterval    = time.Hour             // idle polling
-	MaxRescueInterval  = time.Hour             // the rescuer's period
-	MaxShutdownTimeout = 24 * time.Hour        // sends in flight after SIGTERM
-	MaxFailAfter       = 30 * 24 * time.Hour   // the database failing before Run gives up
-	MaxCleanupInterval = 30 * 24 * time.Hour   // cleanup's period
-	MaxRetention       = 100 * 365 * day       // keep_sent, keep_failed
-	MaxRetryWait       = 365 * day             // one step of a retry schedule, a breaker pause
-	MaxLimitWindow     = 365 * day             // a rate limit's Per
-	MaxLockTimeout     = time.Hour             // an enqueue's lock wait (MySQL)
+	MaxConcurrency     = 1000                // sends in flight per worker
+	MaxSendTimeout     = time.Hour           // one Send
+	MaxLeaseMargin     = time.Hour           // a lease's margin over its sends
+	MaxPollInterval    = time.Hour           // idle polling
+	MaxRescueInterval  = time.Hour           // the rescuer's period
+	MaxShutdownTimeout = 24 * time.Hour      // sends in flight after SIGTERM
+	MaxFailAfter       = 30 * 24 * time.Hour // the database failing before Run gives up
+	MaxCleanupInterval = 30 * 24 * time.Hour // cleanup's period
+	MaxRetention       = 100 * 365 * day     // keep_sent, keep_failed
+	MaxRetryWait       = 365 * day           // one step of a retry schedule, a breaker pause
+	MaxLimitWindow     = 365 * day           // a rate limit's Per
+	MaxLockTimeout     = time.Hour           // an enqueue's lock wait (MySQL)
 	day                = 24 * time.Hour
 )
 
