@@ -201,7 +201,7 @@ func (o *WorkerOptions) setDefaults() error {
 		durationBound{"rescue interval", o.RescueInterval, MaxRescueInterval},
 		durationBound{"shutdown timeout", o.ShutdownTimeout, MaxShutdownTimeout},
 		durationBound{"fail after", o.FailAfter, MaxFailAfter},
-		durationBound{"cleanup interval", o.CleanupInterval, MaxCleanupInterval},
+		durationBound{"cleanup interval", max(o.CleanupInterval, 0), MaxCleanupInterval}, // negative: never
 		durationBound{"retention of sent mail", o.Retention.Sent, MaxRetention},
 		durationBound{"retention of failed mail", o.Retention.Failed, MaxRetention},
 	)
