@@ -9,9 +9,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/mailspool/mailspool/internal/termsafe"
 )
 
 // Alert is the JSON body posted to the webhook (unless Options.Slack).
@@ -54,7 +57,51 @@ func newClient(wait time.Duration) *retryablehttp.Client {
 	c.RetryWaitMax = 30 * wait
 	c.ErrorHandler = retryablehttp.PassthroughErrorHandler
 	c.HTTPClient.Timeout = 10 * time.Second
+	// A redirect is an answer, not a place to post to: an alert (and
+	// whatever the URL's path or query carries) never goes elsewhere.
+	c.HTTPClient.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return c
+}
+
+// maxSnippet bounds how much of a webhook's error answer is read and
+// shown.
+const maxSnippet = 200
+
+// redactAnswer returns the start of a webhook's answer safe to log: the
+// webhook URL's secrets (password, path segments, query values, the URL
+// itself, as written and escaped) replaced by xxxxx, since an answer may
+// echo the request line; control characters escaped.
+func redactAnswer(webhook string, answer []byte) string {
+	s := string(bytes.TrimSpace(answer))
+	var secrets []string
+	add := func(v string) {
+		if len(v) >= 3 {
+			secrets = append(secrets, v, url.PathEscape(v), url.QueryEscape(v))
+		}
+	}
+	add(webhook)
+	if u, err := url.Parse(webhook); err == nil {
+		add(u.RawQuery)
+		add(u.EscapedPath())
+		if p, ok := u.User.Password(); ok {
+			add(p)
+		}
+		add(u.User.Username())
+		for seg := range strings.SplitSeq(u.Path, "/") {
+			add(seg)
+		}
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				add(v)
+			}
+		}
+	}
+	// Longest first, so that a secret containing another is replaced whole.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range secrets {
+		s = strings.ReplaceAll(s, v, "xxxxx")
+	}
+	return termsafe.Escape(s)
 }
 
 // post sends msg to the webhook. Its errors never contain the URL.
@@ -81,9 +128,13 @@ func (a *Alerter) post(ctx context.Context, msg Alert) error {
 		return fmt.Errorf("alert: posting to the webhook: %w", err)
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxSnippet))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("alert: the webhook answered %s: %s", resp.Status, bytes.TrimSpace(snippet))
+		where := ""
+		if loc := resp.Header.Get("Location"); loc != "" {
+			where = " (a redirect, not followed)"
+		}
+		return fmt.Errorf("alert: the webhook answered %s%s: %s", redactAnswer(a.opts.WebhookURL, []byte(resp.Status)), where, redactAnswer(a.opts.WebhookURL, snippet))
 	}
 	return nil
 }
