@@ -160,7 +160,7 @@ func Load(path, database string) (*Config, error) {
 	if path != "" {
 		md, err := toml.DecodeFile(path, &fc)
 		if err != nil {
-			return nil, fmt.Errorf("config: %s: %w", path, err)
+			return nil, fmt.Errorf("config: %s: %s", path, redactTOMLError(err))
 		}
 		if undecoded := md.Undecoded(); len(undecoded) > 0 {
 			keys := make([]string, len(undecoded))
@@ -219,6 +219,37 @@ func Load(path, database string) (*Config, error) {
 	}
 	return cfg, nil
 }
+
+// quotedText is a double-quoted string in a TOML error message.
+var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// redactTOMLError returns a TOML decoding error without the text it
+// quotes from the file: a syntax error in a line that holds a secret
+// ("expected four hexadecimal digits after '\u', but got
+// "smtp://u:s3cret...") would show it. The line and the last key stay.
+func redactTOMLError(err error) string {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		where := fmt.Sprintf("line %d", pe.Position.Line)
+		if pe.LastKey != "" {
+			where += " (last key " + pe.LastKey + ")"
+		}
+		return "toml: " + where + ": " + quotedText.ReplaceAllString(pe.Message, `"xxxxx"`)
+	}
+	if _, isPath := err.(*os.PathError); isPath {
+		return err.Error()
+	}
+	// A decoding error: keep the key it names, mask any other quote.
+	msg := err.Error()
+	key := lastKey.FindStringIndex(msg)
+	if key == nil {
+		return quotedText.ReplaceAllString(msg, `"xxxxx"`)
+	}
+	return quotedText.ReplaceAllString(msg[:key[0]], `"xxxxx"`) + msg[key[0]:key[1]] + quotedText.ReplaceAllString(msg[key[1]:], `"xxxxx"`)
+}
+
+// lastKey is where a TOML error names the key it was at.
+var lastKey = regexp.MustCompile(`\(last key "[A-Za-z0-9_.-]*"\)`)
 
 // zerosGiven refuses a count written as 0 in the file: the zero value
 // means "the default" to the queue, so "batch = 0" would silently become

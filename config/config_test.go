@@ -269,3 +269,23 @@ func TestDayDurationsThatOverflow(t *testing.T) {
 		assert.Contains(t, err.Error(), "too long", line)
 	}
 }
+
+// A TOML syntax error quotes the text it stopped at; in a line that holds
+// a secret that would show it. The error keeps the line and the key only.
+func TestTOMLErrorsHideTheText(t *testing.T) {
+	for _, content := range []string{
+		"[lanes.tx]\ntransport = \"smtp://u:s3cret\\uZZZZ@smtp.example.com\"\n",
+		"[lanes.tx]\ntransport = smtp://u:s3cret@smtp.example.com\n",
+		"database = \"mysql://u:s3cret@h/db\n[lanes.tx]\n",
+		"database = 'mysql://u:s3cret@h/db\n",
+		"[lanes.tx]\ntransport = \"smtp://u:s3cret@h\"\nbatch = \"s3cret\"\n",
+		"[lanes.tx]\ntransport = \"smtp://u:s3cret@h\" s3cret\n",
+	} {
+		_, err := config.Load(writeConfig(t, content), "")
+		require.Error(t, err, content)
+		assert.NotContains(t, err.Error(), "s3cret", content)
+		assert.Contains(t, err.Error(), "line ", content)
+	}
+	_, err := config.Load(writeConfig(t, "[lanes.tx]\ntransport = \"fake://\"\nbatch = \"x\"\n"), "")
+	assert.ErrorContains(t, err, `(last key "lanes.tx.batch")`, "the key is still named")
+}
