@@ -99,7 +99,7 @@ func TestLoadUsesTheQueuesValidation(t *testing.T) {
 		"shutdown_timeout = \"25h\"":       "shutdown timeout 25h0m0s is over its bound",
 		"send_timeout = \"2h\"":            "send timeout 2h0m0s is over its bound",
 		"poll_interval = \"2h\"":           "poll interval",
-		"lease_margin = \"2h\"":            "lease margin",
+		"lease_margin = \"25h\"":           "lease margin",
 		"fail_after = \"31d\"":             "fail after",
 		"cleanup_interval = \"31d\"":       "cleanup interval",
 		"keep_sent = \"40000d\"":           "retention of sent mail",

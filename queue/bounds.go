@@ -15,7 +15,7 @@ import (
 const (
 	MaxConcurrency     = 1000                // sends in flight per worker
 	MaxSendTimeout     = time.Hour           // one Send
-	MaxLeaseMargin     = time.Hour           // a lease's margin over its sends
+	MaxLeaseMargin     = 24 * time.Hour      // a lease's margin over its sends
 	MaxPollInterval    = time.Hour           // idle polling
 	MaxRescueInterval  = time.Hour           // the rescuer's period
 	MaxShutdownTimeout = 24 * time.Hour      // sends in flight after SIGTERM

@@ -1,6 +1,9 @@
 package queue
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -61,13 +64,23 @@ func (h *health) check(what string, limit time.Duration) error {
 }
 
 // fileCheck returns a function that fails once the SQLite file the queue
-// opened has been deleted or replaced (a restore, a careless rm): a worker
-// that went on would write to a file nobody reads and never see new mail.
-// For MySQL the function always returns nil.
+// opened has been deleted or replaced (a restore, a careless rm, a cp over
+// it): a worker that went on would write to a file nobody reads, or into
+// another database's rows, and never see new mail. A file replaced by
+// another is a different file (os.SameFile); a file overwritten in place
+// (cp other.db app.db) keeps its identity, so the function also compares
+// the schema's own marker, the row mailspool_schema keeps for the lane's
+// table (its version and when that was applied), with the one read when
+// the check began, at most once a second. For MySQL the function always
+// returns nil.
 func (q *Queue) fileCheck() (func() error, error) {
 	if q.file == "" {
 		return func() error { return nil }, nil
 	}
+	// Without a marker now (a store not migrated yet), the claims will
+	// say what is wrong; the file's identity is still checked.
+	marker, markerErr := q.schemaMarker()
+	var lastMarkerCheck time.Time
 	return func() error {
 		fi, err := os.Stat(q.file)
 		switch {
@@ -76,6 +89,31 @@ func (q *Queue) fileCheck() (func() error, error) {
 		case !os.SameFile(q.fileInfo, fi):
 			return fmt.Errorf("queue: the SQLite file %s was replaced since the worker opened it; restart the worker on the new file", q.file)
 		}
+		if markerErr != nil || time.Since(lastMarkerCheck) < time.Second {
+			return nil
+		}
+		lastMarkerCheck = time.Now()
+		now, err := q.schemaMarker()
+		if err == nil && now != marker {
+			// An error (busy, a torn read) is the other checks' to judge.
+			return fmt.Errorf("queue: the SQLite file %s was replaced (overwritten in place) since the worker opened it: the schema marker of table %s changed from %s to %s; restart the worker on the new file", q.file, q.lane.Table, marker, now)
+		}
 		return nil
 	}, nil
+}
+
+// schemaMarker is the row mailspool_schema keeps for the lane's table, as
+// "version N applied at T" ("none" without one).
+func (q *Queue) schemaMarker() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var version, at int64
+	err := q.db.QueryRowContext(ctx, `SELECT version, applied_at FROM `+q.d.quote(schemaTable)+` WHERE tbl = ?`, q.lane.Table).Scan(&version, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "none", nil
+	case err != nil:
+		return "", fmt.Errorf("queue: reading the schema marker of %s: %w", q.lane.Table, err)
+	}
+	return fmt.Sprintf("version %d applied at %d", version, at), nil
 }

@@ -67,7 +67,7 @@ func TestWorkerOnAReadOnlyStoreBacksOffAndGivesUp(t *testing.T) {
 // replaced (a restore) or deleted would write to a file nobody reads; it
 // returns an error instead.
 func TestWorkerNoticesItsSQLiteFileReplacedOrDeleted(t *testing.T) {
-	for _, how := range []string{"replaced", "deleted"} {
+	for _, how := range []string{"replaced", "deleted", "overwritten"} {
 		t.Run(how, func(t *testing.T) {
 			s := newSQLiteStore(t)
 			q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
@@ -83,16 +83,33 @@ func TestWorkerNoticesItsSQLiteFileReplacedOrDeleted(t *testing.T) {
 					assert.NoError(t, os.Remove(path))
 					return
 				}
-				fresh := newSQLiteStore(t) // a new, migrated file moved over the old one
-				assert.NoError(t, os.Rename(strings.TrimPrefix(fresh.url, "sqlite:"), path))
+				time.Sleep(2 * time.Millisecond) // another migration time
+				fresh := newSQLiteStore(t)       // a new, migrated file
+				freshPath := strings.TrimPrefix(fresh.url, "sqlite:")
+				if how == "replaced" { // moved over the old one
+					assert.NoError(t, os.Rename(freshPath, path))
+					return
+				}
+				// Copied over the old one in place (cp other.db app.db):
+				// the same inode, other content.
+				_, err := fresh.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+				assert.NoError(t, err)
+				_, err = s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+				assert.NoError(t, err)
+				content, err := os.ReadFile(freshPath)
+				assert.NoError(t, err)
+				assert.NoError(t, os.WriteFile(path, content, 0o600))
 			}()
 			err = runUntilReturn(t, w, time.Minute)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), filepath.Base(path))
-			if how == "deleted" {
+			switch how {
+			case "deleted":
 				assert.Contains(t, err.Error(), "is gone")
-			} else {
-				assert.Contains(t, err.Error(), "was replaced")
+			case "replaced":
+				assert.Contains(t, err.Error(), "was replaced since")
+			default:
+				assert.Contains(t, err.Error(), "was replaced (overwritten in place)")
 			}
 		})
 	}
