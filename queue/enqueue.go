@@ -95,11 +95,16 @@ func Priority(n int) Option {
 
 // IdempotencyKey makes the enqueue happen at most once per key and lane: a
 // later Enqueue with the same key returns the first row's id and queues
-// nothing (nor counts against the rate limits).
+// nothing (nor counts against the rate limits). Keys are compared as
+// written (case matters on every store); a key with a control or format
+// character is refused.
 func IdempotencyKey(key string) Option {
 	return func(o *enqueueOptions) error {
 		if key == "" || len(key) > 191 {
 			return &InvalidError{Reason: fmt.Sprintf("idempotency key must be 1..191 bytes, got %d", len(key))}
+		}
+		if reason := controlProblem(key); reason != "" {
+			return &InvalidError{Reason: "idempotency key " + reason}
 		}
 		o.idemKey = key
 		return nil
@@ -166,11 +171,15 @@ func Delay(d time.Duration) Option {
 }
 
 // Template records the template name the mail was rendered from, for
-// statistics and resends. The body stays the one given at enqueue time.
+// statistics and resends. The body stays the one given at enqueue time. A
+// name with a control or format character is refused.
 func Template(name string) Option {
 	return func(o *enqueueOptions) error {
 		if len(name) > 64 {
 			return &InvalidError{Reason: fmt.Sprintf("template name is %d bytes, at most 64", len(name))}
+		}
+		if reason := controlProblem(name); reason != "" {
+			return &InvalidError{Reason: "template name " + reason}
 		}
 		o.template = name
 		return nil

@@ -26,8 +26,12 @@ const maxPauseReason = 255
 // Pause stops every worker of the lane, in every process, from claiming
 // mail within one PollInterval, until Resume. Mail still enqueues, and
 // sends already started finish. reason is shown by Paused (at most 255
-// bytes kept).
+// bytes kept); one with a control or format character is refused, since
+// operators read it on a terminal.
 func (q *Queue) Pause(ctx context.Context, reason string) error {
+	if problem := controlProblem(reason); problem != "" {
+		return fmt.Errorf("queue: pause reason %s", problem)
+	}
 	upsert := `INSERT INTO ` + q.lanes + ` (tbl, paused_at, pause_reason) VALUES (?, ?, ?)
   ON DUPLICATE KEY UPDATE paused_at = VALUES(paused_at), pause_reason = VALUES(pause_reason)`
 	if q.d.sqlite || q.d.postgres {

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/termsafe"
 	"github.com/mailspool/mailspool/queue"
 )
 
@@ -72,7 +73,7 @@ func runList(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintln(tw, "LANE\tID\tSTATUS\tTRIES\tENQUEUED (UTC)\tTO\tTEMPLATE\tLAST OUTCOME")
 	for _, r := range out {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", r.Lane, r.ID, r.Status, r.Attempts, r.MaxAttempts,
-			r.CreatedAt.UTC().Format("2006-01-02 15:04:05"), r.To, dash(r.Template), dash(lastOutcome(r.Row)))
+			r.CreatedAt.UTC().Format("2006-01-02 15:04:05"), termsafe.Escape(r.To), dash(termsafe.Escape(r.Template)), dash(lastOutcome(r.Row)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/mail"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/termsafe"
 	"github.com/mailspool/mailspool/queue"
 )
 
@@ -87,6 +89,7 @@ func runShow(ctx context.Context, e *env, args []string) error {
 }
 
 func printRow(e *env, s shownMail) {
+	s = escapedForTerminal(s)
 	r := s.Row
 	w := e.stdout
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -166,6 +169,34 @@ func printRow(e *env, s shownMail) {
 			fmt.Fprintf(w, "\nHTML body\n%s\n", m.HTML)
 		}
 	}
+}
+
+// escapedForTerminal returns s with every stored text that came from
+// outside (addresses, subject, template, ids, the provider's answer,
+// headers, bodies) escaped by termsafe: a subject holding "ESC ]52;..."
+// must not set the operator's clipboard. JSON output needs none of this:
+// encoding/json escapes control characters.
+func escapedForTerminal(s shownMail) shownMail {
+	t := termsafe.Escape
+	r := s.Row
+	r.From, r.To, r.Subject, r.Template = t(r.From), t(r.To), t(r.Subject), t(r.Template)
+	r.MessageID, r.ProviderID, r.LastError, r.LastRule = t(r.MessageID), t(r.ProviderID), t(r.LastError), t(r.LastRule)
+	r.History = slices.Clone(r.History)
+	for i, h := range r.History {
+		r.History[i] = t(h)
+	}
+	s.Row = r
+	if s.Message != nil {
+		m := *s.Message
+		m.ReplyTo = t(m.ReplyTo)
+		m.Headers = slices.Clone(m.Headers)
+		for i, h := range m.Headers {
+			m.Headers[i] = headerSpec{Name: t(h.Name), Value: t(h.Value)}
+		}
+		m.Text, m.HTML = termsafe.EscapeBody(m.Text), termsafe.EscapeBody(m.HTML)
+		s.Message = &m
+	}
+	return s
 }
 
 // addrString writes a as "Name <addr>" in plain UTF-8 (mail.Address.String

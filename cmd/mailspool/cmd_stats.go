@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/internal/termsafe"
 	"github.com/mailspool/mailspool/queue"
 )
 
@@ -72,7 +73,7 @@ func printStats(e *env, s laneStats) {
 
 // describePause says who paused a lane, since or until when, and why.
 func describePause(p queue.Pause) string {
-	d := "by " + p.By
+	d := "by " + termsafe.Escape(p.By)
 	if !p.Since.IsZero() {
 		d += " since " + p.Since.UTC().Format(time.RFC3339)
 	}
@@ -80,7 +81,7 @@ func describePause(p queue.Pause) string {
 		d += " until " + p.Until.UTC().Format(time.RFC3339)
 	}
 	if p.Reason != "" {
-		d += ": " + p.Reason
+		d += ": " + termsafe.Escape(p.Reason)
 	}
 	return d
 }

@@ -17,8 +17,15 @@ import (
 // the screen, a newline cannot forge another line and a right-to-left
 // override cannot reorder what follows. Text without them is returned
 // unchanged.
-func Escape(s string) string {
-	if !needsEscape(s) {
+func Escape(s string) string { return escape(s, false) }
+
+// EscapeBody is Escape for a mail body shown on a terminal: line feeds and
+// tabs are kept, so the text reads as lines; every other control character
+// is escaped.
+func EscapeBody(s string) string { return escape(s, true) }
+
+func escape(s string, lines bool) string {
+	if !needsEscape(s, lines) {
 		return s
 	}
 	var b strings.Builder
@@ -27,6 +34,8 @@ func Escape(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case lines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
 		case r == '\n':
 			b.WriteString(`\n`)
 		case r == '\r':
@@ -45,9 +54,13 @@ func Escape(s string) string {
 	return b.String()
 }
 
-func needsEscape(s string) bool {
+func needsEscape(s string, lines bool) bool {
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
+		if lines && (r == '\n' || r == '\t') {
+			i += size
+			continue
+		}
 		if r == utf8.RuneError && size == 1 || r < 0x20 || r == 0x7f || unsafe(r) {
 			return true
 		}

@@ -22,4 +22,5 @@ func TestEscape(t *testing.T) {
 	} {
 		assert.Equal(t, want, Escape(in), "%q", in)
 	}
+	assert.Equal(t, "line 1\n\tline 2 \\x1b[2J\\r", EscapeBody("line 1\n\tline 2 \x1b[2J\r"))
 }
