@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/queue/dburl"
 )
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
@@ -95,11 +97,21 @@ func runMigrateStatus(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, db, err := lf.create()
-	if err != nil {
+	// A read: an SQLite file that does not exist is reported as never
+	// migrated, not created.
+	cfg, db, err := lf.open()
+	noFile := errors.Is(err, dburl.ErrNoFile)
+	if err != nil && !noFile {
 		return err
 	}
-	defer db.Close()
+	if db != nil {
+		defer db.Close()
+	}
+	if noFile {
+		if cfg, err = config.Load(lf.config, lf.db); err != nil {
+			return err
+		}
+	}
 	lanes, err := cfg.Pick(lf.lane)
 	if err != nil {
 		return err
@@ -107,9 +119,11 @@ func runMigrateStatus(ctx context.Context, e *env, args []string) error {
 	var out []tableStatus
 	behind := 0
 	for _, l := range lanes {
-		v, err := queue.TableVersion(ctx, db, l.Lane.Table)
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
+		v := 0
+		if !noFile {
+			if v, err = queue.TableVersion(ctx, db, l.Lane.Table); err != nil {
+				return fmt.Errorf("lane %s: %w", l.Lane.Name, err)
+			}
 		}
 		out = append(out, tableStatus{Lane: l.Lane.Name, Table: l.Lane.Table, Version: v, Want: queue.SchemaVersion()})
 		if v != queue.SchemaVersion() {

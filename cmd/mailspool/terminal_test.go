@@ -54,3 +54,21 @@ func TestStoredTextIsEscapedOnTheTerminal(t *testing.T) {
 	assert.Contains(t, out, `hello\u001b]52;c;aGk=\u0007\u001b[2J`, "JSON escapes by itself")
 	assert.False(t, strings.Contains(out, "\x1b"))
 }
+
+// No read-only command creates the SQLite file it is pointed at, migrate
+// status included: it reports the tables as never migrated.
+func TestReadOnlyCommandsNeverCreateTheSQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	db := "sqlite:" + path
+	for _, args := range [][]string{
+		{"migrate", "status"}, {"migrate", "status", "--json"}, {"stats"}, {"check"}, {"list"}, {"show", "1"},
+		{"cancel", "1"}, {"retry", "1"}, {"pause", "--lane", "default"}, {"resume", "--lane", "default"}, {"cleanup"},
+	} {
+		code, out, stderr := mailspool(t, append(args, "--db", db)...)
+		assert.NotEqual(t, 0, code, "%v: %s", args, out)
+		assert.NoFileExists(t, path, "%v: %s%s", args, out, stderr)
+		assert.NoFileExists(t, path+"-wal", "%v", args)
+	}
+	_, out, _ := mailspool(t, "migrate", "status", "--db", db)
+	assert.Contains(t, out, "schema version 0")
+}

@@ -129,6 +129,10 @@ func (c boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return conn, err
 }
 
+// ErrNoFile matches (errors.Is) OpenExisting's error for an SQLite file
+// that does not exist.
+var ErrNoFile = errors.New("no such file")
+
 // OpenExisting is Open for commands that only use a database that
 // "mailspool migrate" made: an SQLite file that does not exist is an error
 // saying so, and is not created.
@@ -143,7 +147,7 @@ func OpenExisting(rawURL string) (*sql.DB, error) {
 			return nil, fmt.Errorf("dburl: %s: the directory %s does not exist", redact(rawURL), dir)
 		}
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("dburl: the SQLite file %s does not exist yet: run 'mailspool migrate' to create it", path)
+			return nil, fmt.Errorf("dburl: the SQLite file %s does not exist yet: run 'mailspool migrate' to create it: %w", path, ErrNoFile)
 		}
 	}
 	return Open(rawURL)
