@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -91,6 +92,10 @@ func (w *watcher) start(ctx context.Context) error {
 		w.srv = srv
 		log.Info("admin listener serving /metrics, /healthz and the status page at /", "addr", srv.Addr().String(),
 			"actions", w.o.StatusPage.Actions, "credentials", !w.o.StatusPage.Credentials.IsZero())
+		if !loopbackListen(w.o.AdminListen) {
+			log.Warn("ADMIN LISTENER OFF LOOPBACK: /metrics and /healthz answer anyone who can reach this address, without credentials (only the status page asks for them); listen on 127.0.0.1 or firewall the port",
+				"addr", srv.Addr().String())
+		}
 	}
 	ctx, w.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
 	if w.alerter != nil {
@@ -101,6 +106,20 @@ func (w *watcher) start(ctx context.Context) error {
 		log.Warn("telling systemd the worker is ready failed", "err", err)
 	}
 	return nil
+}
+
+// loopbackListen reports whether addr (host:port) listens on loopback only;
+// an empty host, 0.0.0.0 and [::] listen on every interface.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // adminHandler serves the admin endpoints and, at /, the status page of

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -45,8 +46,8 @@ func validTable(name string) error {
 	switch {
 	case !tableName.MatchString(name):
 		return fmt.Errorf("queue: invalid table name %q (letters, digits and _, at most 57, not starting with a digit)", name)
-	case lower == schemaTable || lower == lanesTable:
-		return fmt.Errorf("queue: table name %q is one of mailspool's own tables", name)
+	case slices.Contains(OwnTables, lower):
+		return fmt.Errorf("queue: table name %q is one of mailspool's own tables (%s)", name, strings.Join(OwnTables, ", "))
 	case strings.HasSuffix(lower, "_limits"):
 		return fmt.Errorf("queue: table name %q ends in _limits, which is reserved for the rate-limit table of the lane whose table is %q", name, name[:len(name)-len("_limits")])
 	case strings.HasSuffix(lower, "_files"):
@@ -69,6 +70,18 @@ func distinctTables(tables []string) error {
 	}
 	return nil
 }
+
+// OwnTables are the tables mailspool creates besides each lane's own
+// (table, table_limits, table_bodies), in one list: a lane's table may be
+// none of them, and Lane.Validate and Migrate say so before any DDL runs.
+// A package that adds a shared table adds it here.
+var OwnTables = []string{schemaTable, lanesTable, alertsTable, runsTable}
+
+// The tables the alerter keeps its state in (see SharedTables).
+const (
+	alertsTable = "mailspool_alerts"
+	runsTable   = "mailspool_runs"
+)
 
 // migration is one schema step for one lane table. Each statement must be
 // safe to run again: MySQL commits DDL implicitly, so a step interrupted
