@@ -159,7 +159,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(f.store.config, f.store.db)
+	cfg, err := f.store.load()
 	if err != nil {
 		return err
 	}

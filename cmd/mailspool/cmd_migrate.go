@@ -108,7 +108,7 @@ func runMigrateStatus(ctx context.Context, e *env, args []string) error {
 		defer db.Close()
 	}
 	if noFile {
-		if cfg, err = config.Load(lf.config, lf.db); err != nil {
+		if cfg, err = lf.load(); err != nil {
 			return err
 		}
 	}
