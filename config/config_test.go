@@ -94,7 +94,7 @@ func TestLoadUsesTheQueuesValidation(t *testing.T) {
 		"breaker_threshold = 0": "lanes.tx.breaker_threshold: 0 is not allowed",
 		// Upper bounds, in queue/bounds.go.
 		"concurrency = 100000":             "worker concurrency 100000 out of range 1..1000",
-		"max_size = 20000000":              "max size 20000000 out of range",
+		"max_size = 100000000":             "max size 100000000 out of range",
 		"shutdown_timeout = \"60000d\"":    "shutdown timeout 1440000h0m0s is over its bound of 24h0m0s",
 		"shutdown_timeout = \"25h\"":       "shutdown timeout 25h0m0s is over its bound",
 		"send_timeout = \"2h\"":            "send timeout 2h0m0s is over its bound",

@@ -208,8 +208,8 @@ func (l Lane) withDefaults() (Lane, error) {
 	if l.LockTimeout < time.Second || l.LockTimeout > MaxLockTimeout || l.LockTimeout%time.Second != 0 {
 		return l, fmt.Errorf("queue: lane %s: lock timeout %v is not a whole number of seconds from 1s to %v", l.Name, l.LockTimeout, MaxLockTimeout)
 	}
-	if l.MaxSize < 0 || l.MaxSize > transport.MaxMessageSize {
-		return l, fmt.Errorf("queue: lane %s: max size %d out of range 1..%d", l.Name, l.MaxSize, transport.MaxMessageSize)
+	if l.MaxSize < 0 || l.MaxSize > transport.MaxEncodedSize {
+		return l, fmt.Errorf("queue: lane %s: max size %d out of range 1..%d", l.Name, l.MaxSize, transport.MaxEncodedSize)
 	}
 	r, err := l.Retry.withDefaults()
 	if err != nil {

@@ -17,15 +17,19 @@ const maxFileMails = 1000
 // fileBounds are the sizes an enqueue --file may not exceed, from the
 // lane's per-mail size limit: one mail's JSON may take six bytes per byte
 // of content (every byte escaped as \u00XX) plus its fields, and the whole
-// file the per-mail limit times maxFileMails.
+// file the per-mail limit times maxFileMails, at most maxFileBytes.
 type fileBounds struct {
 	perMail, total int64
 }
 
 func boundsFor(maxSize int) fileBounds {
-	total := int64(maxSize) * maxFileMails
+	total := min(int64(maxSize)*maxFileMails, maxFileBytes)
 	return fileBounds{perMail: min(6*int64(maxSize)+64<<10, total), total: total}
 }
+
+// maxFileBytes caps a whole file whatever the lane's size limit (a lane
+// on SMTP may take 64 MiB mails; a thousand of them is not one file).
+const maxFileBytes = 1 << 30
 
 // errTooBig is what boundedReader returns once a bound is passed.
 type errTooBig struct{ msg string }
