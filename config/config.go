@@ -31,6 +31,7 @@ import (
 	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -76,29 +77,30 @@ type fileConfig struct {
 }
 
 type laneConfig struct {
-	Table              string            `toml:"table"`
-	Transport          string            `toml:"transport"`
-	RecipientLimit     string            `toml:"recipient_limit"`
-	IPLimit            string            `toml:"ip_limit"`
-	MaxSize            int               `toml:"max_size"`
-	MaxAttempts        int               `toml:"max_attempts"`
-	RetrySchedule      []string          `toml:"retry_schedule"`
-	ConnectionSchedule []string          `toml:"connection_schedule"`
-	BreakerThreshold   int               `toml:"breaker_threshold"`
-	Batch              int               `toml:"batch"`
-	Concurrency        int               `toml:"concurrency"`
-	SendTimeout        string            `toml:"send_timeout"`
-	PollInterval       string            `toml:"poll_interval"`
-	MaxMessages        int               `toml:"max_messages"`
-	ShutdownTimeout    string            `toml:"shutdown_timeout"`
-	LeaseMargin        string            `toml:"lease_margin"`
-	FailAfter          string            `toml:"fail_after"`
-	CleanupInterval    string            `toml:"cleanup_interval"`
-	KeepSent           string            `toml:"keep_sent"`
-	KeepFailed         string            `toml:"keep_failed"`
-	LockTimeout        string            `toml:"lock_timeout"`
-	Rules              []ruleConfig      `toml:"rules"`
-	Alerts             *laneAlertsConfig `toml:"alerts"`
+	Table              string             `toml:"table"`
+	Transport          string             `toml:"transport"`
+	RecipientLimit     string             `toml:"recipient_limit"`
+	IPLimit            string             `toml:"ip_limit"`
+	MaxSize            int                `toml:"max_size"`
+	MaxAttempts        int                `toml:"max_attempts"`
+	RetrySchedule      []string           `toml:"retry_schedule"`
+	ConnectionSchedule []string           `toml:"connection_schedule"`
+	BreakerThreshold   int                `toml:"breaker_threshold"`
+	Batch              int                `toml:"batch"`
+	Concurrency        int                `toml:"concurrency"`
+	SendTimeout        string             `toml:"send_timeout"`
+	PollInterval       string             `toml:"poll_interval"`
+	MaxMessages        int                `toml:"max_messages"`
+	ShutdownTimeout    string             `toml:"shutdown_timeout"`
+	LeaseMargin        string             `toml:"lease_margin"`
+	FailAfter          string             `toml:"fail_after"`
+	CleanupInterval    string             `toml:"cleanup_interval"`
+	KeepSent           string             `toml:"keep_sent"`
+	KeepFailed         string             `toml:"keep_failed"`
+	LockTimeout        string             `toml:"lock_timeout"`
+	Rules              []ruleConfig       `toml:"rules"`
+	Alerts             *laneAlertsConfig  `toml:"alerts"`
+	Suppression        *suppressionConfig `toml:"suppression"`
 }
 
 // ruleConfig is one [[lanes.NAME.rules]] entry: a classify.Rule.
@@ -144,6 +146,9 @@ type Lane struct {
 	// Alerts are the lane's alert thresholds ([lanes.NAME.alerts]), used
 	// when Config.Alerts is set.
 	Alerts alert.Thresholds
+	// Suppression is the lane's suppression policy
+	// ([lanes.NAME.suppression]); Screen applies it.
+	Suppression suppress.Policy
 }
 
 var laneName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -366,6 +371,9 @@ func buildLane(name string, lc laneConfig, fromFile bool) (Lane, error) {
 	ls.Worker = w
 	if ls.Rules, err = buildRules(lc.Rules); err != nil {
 		return fail("rules", err)
+	}
+	if ls.Suppression, err = buildPolicy(lc.Suppression); err != nil {
+		return fail("suppression", err)
 	}
 	// Let the queue and worker check the rest now, so a bad value is
 	// reported with its lane before anything runs.

@@ -11,6 +11,7 @@ import (
 	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -137,6 +138,7 @@ poll_interval = "20ms"
 	assert.ErrorContains(t, err, "mail_queue", "no schema yet: the error names the table")
 
 	require.NoError(t, queue.Migrate(ctx, db, config.Tables(cfg.Lanes)...))
+	require.NoError(t, suppress.Migrate(ctx, db))
 	q, err := queue.New(ctx, db, cfg.Lanes[0].Lane, nil)
 	require.NoError(t, err)
 	for _, to := range []string{"a@example.com", "b@example.com"} {

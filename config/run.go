@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/mailspool/mailspool/admin/statuspage"
@@ -60,6 +61,10 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		}
 	}
 	log := o.Logger
+	lanes = slices.Clone(lanes)
+	if err := Screen(db, lanes); err != nil {
+		return err
+	}
 	watch, err := newWatcher(db, lanes, o)
 	if err != nil {
 		return err

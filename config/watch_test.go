@@ -14,6 +14,7 @@ import (
 	"github.com/mailspool/mailspool/alert"
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,6 +102,7 @@ poll_interval = "20ms"
 	require.NoError(t, err)
 	defer db.Close()
 	require.NoError(t, queue.Migrate(ctx, db, config.Tables(cfg.Lanes)...))
+	require.NoError(t, suppress.Migrate(ctx, db))
 	q, err := queue.New(ctx, db, cfg.Lanes[0].Lane, nil)
 	require.NoError(t, err)
 	for _, to := range []string{"a@example.com", "b@example.com"} {

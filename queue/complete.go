@@ -20,10 +20,40 @@ const maxBatchRows = 500
 // rest were stale.
 func (q *Queue) complete(ctx context.Context, token string, ups []rowUpdate) (n int, err error) {
 	err = q.write(ctx, func(db execer) error {
-		n, err = q.writeRows(ctx, db, ups, "locked_by = ?", token)
-		return err
+		if n, err = q.writeRows(ctx, db, ups, "locked_by = ?", token); err != nil {
+			return err
+		}
+		return q.feedScreen(ctx, db, ups)
 	})
 	return n, err
+}
+
+// feedScreen tells the lane's Screen of the permanent failures among ups,
+// in the completion's transaction db.
+func (q *Queue) feedScreen(ctx context.Context, db execer, ups []rowUpdate) error {
+	s := q.lane.Screen
+	if s == nil || s.FailedFunc == nil {
+		return nil
+	}
+	var failed []Failure
+	for _, u := range ups {
+		if u.failure != nil {
+			f := *u.failure
+			f.Lane = q.lane.Name
+			failed = append(failed, f)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	tx, ok := db.(DBTX)
+	if !ok {
+		return fmt.Errorf("queue: recording outcomes: %T cannot read", db)
+	}
+	if err := s.FailedFunc(ctx, tx, failed); err != nil {
+		return fmt.Errorf("queue: recording outcomes: feeding the suppression list: %w", err)
+	}
+	return nil
 }
 
 // execer is a *sql.DB or *sql.Tx.

@@ -194,7 +194,9 @@ func Template(name string) Option {
 //
 // Errors: bad input matches ErrInvalid (and transport.ErrInvalidMessage for
 // the message itself); an exceeded rate limit matches ErrRateLimited and is
-// a *RateLimitError saying when to try again.
+// a *RateLimitError saying when to try again; a recipient on the lane's
+// suppression list (Lane.Screen) matches ErrSuppressed and is a
+// *SuppressedError naming the reason and the date.
 func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, opts ...Option) (int64, error) {
 	o := enqueueOptions{nice: MaxPriority - DefaultPriority}
 	for _, opt := range opts {
@@ -286,6 +288,9 @@ func (q *Queue) enqueueInTx(ctx context.Context, exec DBTX, m *transport.Message
 			o.setDuplicate(found)
 			return id, err
 		}
+	}
+	if err := q.checkEnqueue(ctx, exec, m.To.Address); err != nil {
+		return 0, err
 	}
 	undo, err := q.countLimits(ctx, exec, m, o, now)
 	if err != nil {

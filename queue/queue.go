@@ -79,6 +79,10 @@ type Lane struct {
 	// change, a row lock) before it fails with nothing written; whole
 	// seconds, default DefaultLockTimeout. SQLite waits its busy timeout.
 	LockTimeout time.Duration
+	// Screen, when not nil, connects the lane to a suppression list
+	// (package suppress): checked at enqueue and at each claim, and told
+	// of permanent failures.
+	Screen *Screen
 }
 
 // DefaultMaxSize is the default Lane.MaxSize.

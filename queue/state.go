@@ -25,6 +25,8 @@ import (
 //	                               connection, isolated, last attempt  failed
 //	                               the retry would be after NotAfter   failed "expired"
 //	late      (claimed after NotAfter)                                 failed "expired", attempt given back
+//	suppressed (recipient suppressed while the mail waited, seen at    failed "suppressed", attempt given back
+//	           the claim; Lane.Screen)
 //	released  (not sent: shutdown, breaker open)                       pending/retry at once (or when the
 //	                                                                   breaker closes), attempt given back
 //	unsendable (its stored attachments are missing)                    failed "unsendable", attempt given back
@@ -60,6 +62,7 @@ const (
 	// kindUnsendable: failed unsent because the mail cannot be sent as it
 	// was enqueued (its attachments are missing from the files table).
 	kindUnsendable = "unsendable"
+	// kindSuppressed (suppressed.go): failed at the claim, its recipient suppressed
 )
 
 // maxLastError is the size of the last_error column.
@@ -109,6 +112,9 @@ type rowUpdate struct {
 	lastError  string
 	sentAt     int64 // unix ms, 0 unless sent
 	providerID string
+	// failure is set for a permanent failure after a send: what the
+	// lane's Screen is told (Screen.FailedFunc).
+	failure *Failure
 }
 
 // eventKind is what happened to a claimed row.
@@ -120,14 +126,16 @@ const (
 	evReleased                    // given back unsent (shutdown, breaker open)
 	evRescued                     // its lease expired while sending
 	evUnsendable                  // not sent: what it needs is missing from the store
+	evSuppressed                  // its recipient is suppressed (seen at the claim): not sent
 )
 
 // event is what happened to a claimed row, with what next needs to know.
 type event struct {
 	kind eventKind
-	send sendResult // evAnswered
-	due  int64      // evReleased: when the row is due again (unix ms)
-	why  string     // evUnsendable: what is missing
+	send sendResult  // evAnswered
+	due  int64       // evReleased: when the row is due again (unix ms)
+	why  string      // evUnsendable: what is missing
+	sup  Suppression // evSuppressed
 }
 
 // sendResult is one Send's result. kind is verdict(err), taken
@@ -154,6 +162,8 @@ func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 		return p.outcome(j, ev.send, now)
 	case evLate:
 		return u.failed(kindExpired, "expired: not sent before the not-after deadline "+time.UnixMilli(j.notAfter).UTC().Format(time.RFC3339))
+	case evSuppressed:
+		return u.failed(kindSuppressed, "suppressed: the recipient is on the suppression list ("+ev.sup.Reason+" since "+ev.sup.Since.UTC().Format(time.RFC3339)+"); not sent")
 	case evReleased:
 		u.status, u.nextRun = again, max(nowMS, ev.due)
 		return u
@@ -202,6 +212,7 @@ func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
 	switch r.kind {
 	case transport.Permanent:
 		u.status, u.nextRun = StatusFailed, nowMS
+		u.failure = &Failure{ID: j.id, Address: j.msg.To.Address, Err: r.err}
 		return u
 	case transport.Connection:
 		// In a run of connection failures the provider is down: the attempt

@@ -184,7 +184,11 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	res, err := enqueueAll(ctx, e, db, l.Lane, mails)
+	lanes := []config.Lane{l}
+	if err := config.Screen(db, lanes); err != nil { // the lane's suppression policy
+		return err
+	}
+	res, err := enqueueAll(ctx, e, db, lanes[0].Lane, mails)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"github.com/mailspool/mailspool/config"
+	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/suppress"
 )
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
@@ -43,9 +45,16 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if err := queue.Migrate(ctx, db, config.Tables(lanes)...); err != nil {
 		return err
 	}
+	if err := suppress.Migrate(ctx, db); err != nil {
+		return err
+	}
+	if err := inbound.Migrate(ctx, db); err != nil {
+		return err
+	}
 	for _, l := range lanes {
 		fmt.Fprintf(e.stdout, "lane %s: table %s is at schema version %d\n", l.Lane.Name, l.Lane.Table, queue.SchemaVersion())
 	}
+	fmt.Fprintf(e.stdout, "suppression list: table %s; provider events: table %s\n", suppress.Table, inbound.Table)
 	return nil
 }
 
@@ -78,6 +87,18 @@ func printMigrationSQL(e *env, sf storeFlags, lane, store string, from int) erro
 		for _, s := range stmts {
 			fmt.Fprintf(e.stdout, "%s;\n\n", s)
 		}
+	}
+	stmts, err := suppress.SchemaSQL(store)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	events, err := inbound.SchemaSQL(store)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	fmt.Fprintf(e.stdout, "-- mailspool suppression list and provider events, %s\n", store)
+	for _, s := range append(stmts, events...) {
+		fmt.Fprintf(e.stdout, "%s;\n\n", s)
 	}
 	return nil
 }

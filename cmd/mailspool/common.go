@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -124,6 +125,10 @@ func (f *laneFlags) openQueues(ctx context.Context) ([]config.Lane, []*queue.Que
 
 // queues opens the Queue of each lane.
 func queues(ctx context.Context, db *sql.DB, lanes []config.Lane, opts *queue.Options) ([]*queue.Queue, error) {
+	lanes = slices.Clone(lanes)
+	if err := config.Screen(db, lanes); err != nil {
+		return nil, err
+	}
 	qs := make([]*queue.Queue, len(lanes))
 	for i, l := range lanes {
 		if err := queue.CheckSchema(ctx, db, l.Lane.Table); err != nil {

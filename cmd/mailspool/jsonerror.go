@@ -28,7 +28,7 @@ type jsonErrorBody struct {
 
 var exitCodeNames = map[int]string{
 	exitFailure: "failure", exitUsage: "usage", exitNotFound: "not_found",
-	exitRateLimited: "rate_limited", exitPermanent: "permanent",
+	exitRateLimited: "rate_limited", exitPermanent: "permanent", exitSuppressed: "suppressed",
 }
 
 // wantsJSON reports whether args ask for JSON output (--json, -json,

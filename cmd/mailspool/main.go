@@ -36,6 +36,7 @@ var commands = []command{
 	{"cancel", "cancel pending or retrying mail by id (it fails as cancelled)", runCancel},
 	{"pause", "stop every worker of a lane from claiming (enqueue goes on)", runPause},
 	{"resume", "let a paused lane's workers claim again", runResume},
+	{"suppress", "the suppression list: list, add, remove, import, export", runSuppress},
 	{"classify", "explain how a reply is classified and which rule decides it", runClassify},
 	{"stats", "print backlog, last hour's failure rate, stuck rows and pauses per lane", runStats},
 	{"check", "one line and exit 0/1/2 (ok/warning/critical) for cron or Nagios", runCheck},
@@ -62,6 +63,7 @@ const (
 	exitNotFound    = 3 // no mail with that id (show, retry, cancel)
 	exitRateLimited = 4 // enqueue refused by a rate limit: try again later
 	exitPermanent   = 5 // send-test: the provider refused the mail for good
+	exitSuppressed  = 6 // enqueue refused: the recipient is on the suppression list
 )
 
 const exitCodesHelp = `Exit codes:
@@ -71,6 +73,7 @@ const exitCodesHelp = `Exit codes:
   3  not found (show, retry, cancel: no mail with that id)
   4  rate-limited (enqueue: try again later)
   5  permanent failure (send-test: the provider refused the mail for good)
+  6  suppressed (enqueue: the recipient is on the suppression list; the message names the reason)
   check exits 0 ok, 1 warning, 2 critical, 3 unknown.`
 
 // env is what every command reads and writes.
@@ -164,6 +167,8 @@ func exitCode(err error) int {
 		return exitNotFound
 	case errors.Is(err, queue.ErrRateLimited):
 		return exitRateLimited
+	case errors.Is(err, queue.ErrSuppressed):
+		return exitSuppressed
 	}
 	return exitFailure
 }

@@ -1,0 +1,68 @@
+package config
+
+import (
+	"database/sql"
+	"fmt"
+
+	"github.com/mailspool/mailspool/suppress"
+)
+
+// suppressionConfig is a lane's [lanes.NAME.suppression] table: its
+// suppress.Policy.
+//
+//	[lanes.resets.suppression]
+//	bypass      = true      # send even to suppressed addresses (password resets)
+//	hard_bounce = "forever" # or "off", or a duration ("90d")
+//	complaint   = "forever"
+//	invalid     = "forever"
+//	unsubscribe = "forever"
+type suppressionConfig struct {
+	Bypass      bool   `toml:"bypass"`
+	HardBounce  string `toml:"hard_bounce"`
+	Complaint   string `toml:"complaint"`
+	Invalid     string `toml:"invalid"`
+	Unsubscribe string `toml:"unsubscribe"`
+}
+
+// buildPolicy reads a lane's suppression policy; nil is the default.
+func buildPolicy(sc *suppressionConfig) (suppress.Policy, error) {
+	var p suppress.Policy
+	if sc == nil {
+		return p, nil
+	}
+	p.Bypass = sc.Bypass
+	for _, f := range []struct {
+		key   string
+		value string
+		dst   *int64
+	}{
+		{"hard_bounce", sc.HardBounce, (*int64)(&p.HardBounce)},
+		{"complaint", sc.Complaint, (*int64)(&p.Complaint)},
+		{"invalid", sc.Invalid, (*int64)(&p.Invalid)},
+		{"unsubscribe", sc.Unsubscribe, (*int64)(&p.Unsubscribe)},
+	} {
+		d, err := suppress.ParseDuration(f.value)
+		if err != nil {
+			return p, fmt.Errorf("%s: %w", f.key, err)
+		}
+		*f.dst = int64(d)
+	}
+	return p, nil
+}
+
+// Screen connects each lane to the suppression list on db under its
+// policy (Lane.Suppression), setting Lane.Lane.Screen: every lane checks
+// the list at enqueue and at claim unless its policy bypasses it. Run does
+// it; a program that enqueues through config's lanes calls it once after
+// Load. The suppression table must exist (mailspool migrate, or
+// suppress.Migrate).
+func Screen(db *sql.DB, lanes []Lane) error {
+	list, err := suppress.Open(db)
+	if err != nil {
+		return err
+	}
+	for i := range lanes {
+		lanes[i].Lane.Screen = list.Screen(lanes[i].Lane.Name, lanes[i].Suppression)
+	}
+	return nil
+}

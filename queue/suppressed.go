@@ -1,0 +1,115 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrSuppressed matches the error Enqueue returns when the recipient is on
+// the lane's suppression list (errors.Is); the error is a
+// *SuppressedError naming the reason and the date.
+var ErrSuppressed = errors.New("queue: recipient is suppressed")
+
+// SuppressedError is Enqueue's refusal of a suppressed recipient.
+type SuppressedError struct {
+	Address string
+	Suppression
+}
+
+func (e *SuppressedError) Error() string {
+	return "queue: recipient " + e.Address + " is suppressed: " + e.Reason + " since " + e.Since.UTC().Format(time.RFC3339)
+}
+
+// Is makes errors.Is(err, ErrSuppressed) true.
+func (e *SuppressedError) Is(target error) bool { return target == ErrSuppressed }
+
+// Suppression is why an address must not receive a lane's mail: an entry
+// of the suppression list, as the queue sees it.
+type Suppression struct {
+	Reason string    // hard_bounce, complaint, unsubscribe, manual, invalid
+	Since  time.Time // when the entry was made
+	Source string    // where it came from
+}
+
+// Screen connects a lane to a suppression list (package suppress makes
+// one: suppress.Policy.Screen). The queue calls it from inside its own
+// transactions and decides nothing itself.
+type Screen struct {
+	// CheckFunc returns, of addrs, those that must not receive the lane's
+	// mail, keyed by the address as given. It is called inside the
+	// enqueue's transaction (a suppressed recipient is refused with a
+	// *SuppressedError) and inside each claim's transaction, so that a
+	// mail whose recipient was suppressed while it waited fails with kind
+	// "suppressed" instead of being sent. nil: the lane does not check.
+	CheckFunc func(ctx context.Context, tx DBTX, addrs []string) (map[string]Suppression, error)
+	// FailedFunc is told, inside the transaction that records them, of
+	// the mails that failed permanently after a send; it decides from
+	// each error (its scope) whether the recipient is to be suppressed.
+	// An error from it fails the recording, which the worker retries.
+	// nil: nothing is fed.
+	FailedFunc func(ctx context.Context, tx DBTX, failed []Failure) error
+}
+
+// Failure is a mail that failed permanently after a send.
+type Failure struct {
+	Lane    string
+	ID      int64
+	Address string
+	// Err is the send's error; a *transport.Error in its chain carries
+	// the verdict's scope.
+	Err error
+}
+
+// kindSuppressed is stored in last_kind of a mail failed at its claim
+// because its recipient was suppressed while it waited.
+const kindSuppressed = "suppressed"
+
+// checkEnqueue refuses m's recipient when the lane's Screen says so.
+func (q *Queue) checkEnqueue(ctx context.Context, exec DBTX, to string) error {
+	s := q.lane.Screen
+	if s == nil || s.CheckFunc == nil {
+		return nil
+	}
+	found, err := s.CheckFunc(ctx, exec, []string{to})
+	if err != nil {
+		return err
+	}
+	if sup, ok := found[to]; ok {
+		return &SuppressedError{Address: to, Suppression: sup}
+	}
+	return nil
+}
+
+// screenClaimed splits claimed jobs into those to send and those whose
+// recipient is suppressed, which it fails in the claim's transaction
+// (they are marked sending under token already).
+func (q *Queue) screenClaimed(ctx context.Context, tx DBTX, ex execer, jobs []*job, token string) ([]*job, error) {
+	s := q.lane.Screen
+	if s == nil || s.CheckFunc == nil || len(jobs) == 0 {
+		return jobs, nil
+	}
+	addrs := make([]string, len(jobs))
+	for i, j := range jobs {
+		addrs[i] = j.msg.To.Address
+	}
+	found, err := s.CheckFunc(ctx, tx, addrs)
+	if err != nil || len(found) == 0 {
+		return jobs, err
+	}
+	send := jobs[:0:0]
+	var ups []rowUpdate
+	now := q.clock.Now()
+	for _, j := range jobs {
+		sup, ok := found[j.msg.To.Address]
+		if !ok {
+			send = append(send, j)
+			continue
+		}
+		ups = append(ups, q.lane.Retry.next(j, event{kind: evSuppressed, sup: sup}, now))
+	}
+	if _, err := q.writeRows(ctx, ex, ups, "locked_by = ?", token); err != nil {
+		return nil, err
+	}
+	return send, nil
+}

@@ -1,0 +1,276 @@
+package suppress
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// List is the suppression list of one database. It is safe for concurrent
+// use.
+type List struct {
+	db  *sql.DB
+	d   dialect
+	now func() time.Time
+}
+
+// Open returns the suppression list on db: MySQL/MariaDB, SQLite or
+// PostgreSQL. It does not create the table; run Migrate first.
+func Open(db *sql.DB) (*List, error) {
+	if db == nil {
+		return nil, errors.New("suppress: Open with a nil *sql.DB")
+	}
+	d, err := dialectOf(db)
+	if err != nil {
+		return nil, err
+	}
+	return &List{db: db, d: d, now: time.Now}, nil
+}
+
+// Execer is what the list writes through: a *sql.DB, or a transaction
+// the write joins (the queue's completion, an event's insert).
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Querier is what a lookup reads through: a *sql.DB or a transaction (the
+// enqueue's, the claim's). One with QueryContext looks many addresses up
+// in one statement.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Add records e, replacing the entry of the same address and scope. Its
+// CreatedAt defaults to now and its Scope to ScopeAll.
+func (l *List) Add(ctx context.Context, e Entry) (Entry, error) {
+	return l.AddIn(ctx, l.db, e)
+}
+
+// AddIn is Add through ex, a transaction the caller commits.
+func (l *List) AddIn(ctx context.Context, ex Execer, e Entry) (Entry, error) {
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = l.now()
+	}
+	if err := e.check(); err != nil {
+		return e, err
+	}
+	var expires any
+	if !e.ExpiresAt.IsZero() {
+		expires = e.ExpiresAt.UnixMilli()
+	}
+	_, err := ex.ExecContext(ctx, l.d.rebind(`INSERT INTO `+Table+` (address, scope, reason, source, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`+l.d.upsert()),
+		e.Address, e.Scope, string(e.Reason), e.Source, e.CreatedAt.UnixMilli(), expires)
+	if err != nil {
+		return e, fmt.Errorf("suppress: adding %s: %w", e.Address, err)
+	}
+	return e, nil
+}
+
+// AddAll records every entry in one transaction: all or none. Each entry
+// is checked before anything is written; the error names the first bad
+// one by its position (from 1).
+func (l *List) AddAll(ctx context.Context, es []Entry) error {
+	now := l.now()
+	for i := range es {
+		if es[i].CreatedAt.IsZero() {
+			es[i].CreatedAt = now
+		}
+		if err := es[i].check(); err != nil {
+			return fmt.Errorf("entry %d: %w", i+1, err)
+		}
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("suppress: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	for _, e := range es {
+		if _, err := l.AddIn(ctx, tx, e); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("suppress: commit: %w", err)
+	}
+	return nil
+}
+
+// Remove deletes the entries of address: in scope, or in every scope when
+// scope is "". It returns how many it deleted.
+func (l *List) Remove(ctx context.Context, address, scope string) (int64, error) {
+	a, err := Normalize(address)
+	if err != nil {
+		return 0, err
+	}
+	q, args := `DELETE FROM `+Table+` WHERE address = ?`, []any{a}
+	if scope != "" {
+		if err := CheckScope(scope); err != nil {
+			return 0, err
+		}
+		q += ` AND scope = ?`
+		args = append(args, scope)
+	}
+	res, err := l.db.ExecContext(ctx, l.d.rebind(q), args...)
+	if err != nil {
+		return 0, fmt.Errorf("suppress: removing %s: %w", a, err)
+	}
+	return res.RowsAffected()
+}
+
+// entryColumns are read by scanEntry.
+const entryColumns = `address, scope, reason, source, created_at, expires_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanEntry(s scanner) (Entry, error) {
+	var e Entry
+	var reason string
+	var created int64
+	var expires sql.NullInt64
+	if err := s.Scan(&e.Address, &e.Scope, &reason, &e.Source, &created, &expires); err != nil {
+		return e, err
+	}
+	e.Reason = Reason(reason)
+	e.CreatedAt = time.UnixMilli(created).UTC()
+	if expires.Valid {
+		e.ExpiresAt = time.UnixMilli(expires.Int64).UTC()
+	}
+	return e, nil
+}
+
+// Lookup returns, of addrs, those suppressed for mail of lane now (an
+// entry of scope "all" or lane that has not expired), keyed by the
+// address as given. It reads through q: the caller's transaction, so that
+// the answer is the one its writes are made under.
+func (l *List) Lookup(ctx context.Context, q Querier, lane string, addrs []string) (map[string]Entry, error) {
+	norm := make(map[string][]string, len(addrs)) // normalized → as given
+	var args []any
+	for _, a := range addrs {
+		n, err := Normalize(a)
+		if err != nil {
+			continue // an address that does not parse was never suppressed
+		}
+		if _, seen := norm[n]; !seen {
+			args = append(args, n)
+		}
+		norm[n] = append(norm[n], a)
+	}
+	if len(args) == 0 {
+		return nil, nil
+	}
+	where := `scope IN (?, ?) AND (expires_at IS NULL OR expires_at > ?)`
+	tail := []any{ScopeAll, lane, l.now().UnixMilli()}
+	found := map[string]Entry{}
+	keep := func(e Entry) {
+		for _, given := range norm[e.Address] {
+			if old, ok := found[given]; !ok || e.CreatedAt.Before(old.CreatedAt) {
+				found[given] = e
+			}
+		}
+	}
+	rq, many := q.(interface {
+		QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	})
+	if !many || len(args) == 1 {
+		for _, a := range args {
+			e, err := scanEntry(q.QueryRowContext(ctx, l.d.rebind(`SELECT `+entryColumns+` FROM `+Table+` WHERE address = ? AND `+where+` ORDER BY created_at LIMIT 1`), append([]any{a}, tail...)...))
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("suppress: looking up %s: %w", a, err)
+			}
+			keep(e)
+		}
+		return found, nil
+	}
+	rows, err := rq.QueryContext(ctx, l.d.rebind(`SELECT `+entryColumns+` FROM `+Table+` WHERE address IN (`+strings.Repeat("?,", len(args)-1)+`?) AND `+where), append(args, tail...)...)
+	if err != nil {
+		return nil, fmt.Errorf("suppress: looking up %d addresses: %w", len(args), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			return nil, fmt.Errorf("suppress: reading an entry: %w", err)
+		}
+		keep(e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("suppress: looking up %d addresses: %w", len(args), err)
+	}
+	return found, nil
+}
+
+// Filter selects entries for Entries. Zero fields select everything.
+type Filter struct {
+	Address string    // one address (normalized before the lookup)
+	Reason  Reason    // one reason
+	Scope   string    // one scope
+	Since   time.Time // made at or after
+	Until   time.Time // made before
+	Expired bool      // include entries that have expired
+	Limit   int       // at most this many, newest first (0 = all)
+}
+
+// Entries returns the entries f selects, newest first.
+func (l *List) Entries(ctx context.Context, f Filter) ([]Entry, error) {
+	var conds []string
+	var args []any
+	if f.Address != "" {
+		a, err := Normalize(f.Address)
+		if err != nil {
+			return nil, err
+		}
+		conds, args = append(conds, `address = ?`), append(args, a)
+	}
+	if f.Reason != "" {
+		if _, err := ParseReason(string(f.Reason)); err != nil {
+			return nil, err
+		}
+		conds, args = append(conds, `reason = ?`), append(args, string(f.Reason))
+	}
+	if f.Scope != "" {
+		if err := CheckScope(f.Scope); err != nil {
+			return nil, err
+		}
+		conds, args = append(conds, `scope = ?`), append(args, f.Scope)
+	}
+	if !f.Since.IsZero() {
+		conds, args = append(conds, `created_at >= ?`), append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		conds, args = append(conds, `created_at < ?`), append(args, f.Until.UnixMilli())
+	}
+	if !f.Expired {
+		conds, args = append(conds, `(expires_at IS NULL OR expires_at > ?)`), append(args, l.now().UnixMilli())
+	}
+	q := `SELECT ` + entryColumns + ` FROM ` + Table
+	if len(conds) > 0 {
+		q += ` WHERE ` + strings.Join(conds, ` AND `)
+	}
+	q += ` ORDER BY created_at DESC, address, scope`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	rows, err := l.db.QueryContext(ctx, l.d.rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("suppress: listing: %w", err)
+	}
+	defer rows.Close()
+	out := []Entry{}
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			return nil, fmt.Errorf("suppress: reading an entry: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("suppress: listing: %w", err)
+	}
+	return out, nil
+}

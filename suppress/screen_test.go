@@ -1,0 +1,176 @@
+package suppress
+
+import (
+	"context"
+	"errors"
+	"net/mail"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/transport"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scripted is a transport that answers each recipient with the error
+// given for it (nil: accepted) and counts the sends per recipient.
+type scripted struct {
+	mu      sync.Mutex
+	answers map[string]error
+	sends   map[string]int
+}
+
+func (s *scripted) Send(_ context.Context, m *transport.Message) (transport.Receipt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sends == nil {
+		s.sends = map[string]int{}
+	}
+	s.sends[m.To.Address]++
+	return transport.Receipt{MessageID: "p-" + m.To.Address}, s.answers[m.To.Address]
+}
+
+func (s *scripted) Close() error { return nil }
+
+func (s *scripted) sent(addr string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sends[addr]
+}
+
+func mailTo(addr string) *transport.Message {
+	return &transport.Message{From: mail.Address{Address: "shop@example.com"}, To: mail.Address{Address: addr}, Subject: "hello", Text: "hi"}
+}
+
+// drain runs a worker on q until every id has left pending, retry and
+// sending.
+func drain(t *testing.T, q *queue.Queue, tr transport.Transport, ids ...int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := queue.NewWorker(q, tr, &queue.WorkerOptions{PollInterval: 20 * time.Millisecond, CleanupInterval: -1})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	for _, id := range ids {
+		for {
+			r, err := q.Row(context.Background(), id)
+			require.NoError(t, err)
+			if r.Status == "sent" || r.Status == "failed" {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestScreenAtEnqueue(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		l := openList(t, s)
+		_, err := l.Add(ctx, Entry{Address: "gone@example.com", Reason: HardBounce, Source: "operator"})
+		require.NoError(t, err)
+
+		q, err := queue.New(ctx, s.db, queue.Lane{Name: "default", Screen: l.Screen("default", Policy{})}, nil)
+		require.NoError(t, err)
+		_, err = q.Enqueue(ctx, s.db, mailTo("Gone@Example.com"))
+		require.ErrorIs(t, err, queue.ErrSuppressed)
+		var se *queue.SuppressedError
+		require.True(t, errors.As(err, &se))
+		assert.Equal(t, "hard_bounce", se.Reason)
+		assert.Contains(t, err.Error(), "hard_bounce since ")
+		rows, err := q.List(ctx, queue.ListOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, rows, "nothing written")
+
+		// A lane that bypasses the list explicitly still enqueues.
+		bypass, err := queue.New(ctx, s.db, queue.Lane{Name: "resets", Screen: l.Screen("resets", Policy{Bypass: true})}, nil)
+		require.NoError(t, err)
+		_, err = bypass.Enqueue(ctx, s.db, mailTo("gone@example.com"))
+		require.NoError(t, err)
+	})
+}
+
+func TestScreenAtClaim(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		l := openList(t, s)
+		q, err := queue.New(ctx, s.db, queue.Lane{Name: "default", Screen: l.Screen("default", Policy{})}, nil)
+		require.NoError(t, err)
+		waiting, err := q.Enqueue(ctx, s.db, mailTo("later@example.com"))
+		require.NoError(t, err)
+		other, err := q.Enqueue(ctx, s.db, mailTo("fine@example.com"))
+		require.NoError(t, err)
+		// Suppressed while its mail waits.
+		_, err = l.Add(ctx, Entry{Address: "LATER@example.com", Reason: Complaint})
+		require.NoError(t, err)
+
+		tr := &scripted{}
+		drain(t, q, tr, waiting, other)
+		assert.Zero(t, tr.sent("later@example.com"))
+		assert.Equal(t, 1, tr.sent("fine@example.com"))
+		r, err := q.Row(ctx, waiting)
+		require.NoError(t, err)
+		assert.Equal(t, "failed", r.Status)
+		assert.Equal(t, "suppressed", r.LastKind)
+		assert.Contains(t, r.LastError, "complaint")
+		assert.Zero(t, r.Attempts, "no attempt was made")
+	})
+}
+
+func TestScreenFeedsOnlyRecipientScope(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		l := openList(t, s)
+		q, err := queue.New(ctx, s.db, queue.Lane{Name: "default", Screen: l.Screen("default", Policy{})}, nil)
+		require.NoError(t, err)
+		tr := &scripted{answers: map[string]error{
+			"nouser@example.com":  &transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1", Err: errors.New("550 5.1.1 no such user")},
+			"badsyn@example.com":  &transport.Error{Kind: transport.Permanent, Code: 553, Enhanced: "5.1.3", Err: errors.New("553 5.1.3 bad address syntax")},
+			"blocked@example.com": &transport.Error{Kind: transport.Permanent, Code: 554, Enhanced: "5.7.1", Err: errors.New("554 5.7.1 our IP is on a blocklist")},
+			"content@example.com": &transport.Error{Kind: transport.Permanent, Code: 552, Enhanced: "5.3.4", Err: errors.New("552 5.3.4 message too big")},
+			"later@example.com":   &transport.Error{Kind: transport.Temporary, Code: 450, Enhanced: "4.2.1", Err: errors.New("450 4.2.1 mailbox busy")},
+		}}
+		var ids []int64
+		for _, a := range []string{"nouser@example.com", "badsyn@example.com", "blocked@example.com", "content@example.com"} {
+			id, err := q.Enqueue(ctx, s.db, mailTo(a))
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		soft, err := q.Enqueue(ctx, s.db, mailTo("later@example.com"), queue.MaxAttempts(1))
+		require.NoError(t, err)
+		drain(t, q, tr, append(ids, soft)...)
+
+		es, err := l.Entries(ctx, Filter{})
+		require.NoError(t, err)
+		got := map[string]Reason{}
+		for _, e := range es {
+			got[e.Address] = e.Reason
+			assert.Equal(t, ScopeAll, e.Scope)
+			assert.Regexp(t, `^mail:default/\d+$`, e.Source)
+		}
+		assert.Equal(t, map[string]Reason{"nouser@example.com": HardBounce, "badsyn@example.com": Invalid}, got,
+			"only recipient-scope permanent failures suppress: never a sender block, a message problem or a soft bounce")
+	})
+}
+
+func TestPolicyOffAndDuration(t *testing.T) {
+	now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	_, on := Policy{HardBounce: Off}.Entry("a@example.com", HardBounce, "default", "x", now)
+	assert.False(t, on)
+	e, on := Policy{Complaint: 30 * 24 * time.Hour}.Entry("a@example.com", Complaint, "default", "x", now)
+	require.True(t, on)
+	assert.Equal(t, now.Add(30*24*time.Hour), e.ExpiresAt)
+	e, _ = Policy{}.Entry("a@example.com", Unsubscribe, "news", "x", now)
+	assert.Equal(t, "news", e.Scope, "an unsubscribe applies to its own lane")
+	for s, want := range map[string]time.Duration{"forever": Forever, "off": Off, "30d": 30 * 24 * time.Hour, "": Forever} {
+		d, err := ParseDuration(s)
+		require.NoError(t, err, s)
+		assert.Equal(t, want, d, s)
+	}
+	_, err := ParseDuration("-1h")
+	assert.Error(t, err)
+}

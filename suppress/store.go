@@ -1,0 +1,118 @@
+package suppress
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Table is the suppression list's table, one per database.
+const Table = "mailspool_suppressions"
+
+// dialect is the few places where the stores differ.
+type dialect int
+
+const (
+	mysqlDialect dialect = iota
+	sqliteDialect
+	postgresDialect
+)
+
+// DialectOf tells the store behind db from its driver.
+func dialectOf(db *sql.DB) (dialect, error) {
+	switch name := fmt.Sprintf("%T", db.Driver()); {
+	case strings.Contains(name, "sqlite"):
+		return sqliteDialect, nil
+	case strings.Contains(name, "mysql"):
+		return mysqlDialect, nil
+	case strings.Contains(name, "pgx"), strings.Contains(name, "stdlib"), strings.Contains(name, "pq."):
+		return postgresDialect, nil
+	default:
+		return 0, fmt.Errorf("suppress: unsupported database driver %s", name)
+	}
+}
+
+// rebind turns the ? placeholders of q into PostgreSQL's $1, $2, ...
+func (d dialect) rebind(q string) string {
+	if d != postgresDialect || !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// upsert is the clause that makes an INSERT of an entry replace the entry
+// already there for the same address and scope.
+func (d dialect) upsert() string {
+	if d == mysqlDialect {
+		return ` ON DUPLICATE KEY UPDATE reason = VALUES(reason), source = VALUES(source), created_at = VALUES(created_at), expires_at = VALUES(expires_at)`
+	}
+	return ` ON CONFLICT (address, scope) DO UPDATE SET reason = excluded.reason, source = excluded.source, created_at = excluded.created_at, expires_at = excluded.expires_at`
+}
+
+// createSQL is the table's DDL, each statement safe to run again.
+func (d dialect) createSQL() []string {
+	switch d {
+	case mysqlDialect:
+		return []string{`CREATE TABLE IF NOT EXISTS ` + Table + ` (
+  address    VARCHAR(254) NOT NULL COMMENT 'normalized (suppress.Normalize)',
+  scope      VARCHAR(64) NOT NULL COMMENT 'all, or a lane name',
+  reason     VARCHAR(16) CHARACTER SET ascii NOT NULL,
+  source     VARCHAR(255) NOT NULL DEFAULT '' COMMENT 'mail, provider event or operator',
+  created_at BIGINT NOT NULL COMMENT 'unix ms',
+  expires_at BIGINT NULL COMMENT 'unix ms; NULL = until removed',
+  PRIMARY KEY (address, scope),
+  KEY idx_created (created_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`}
+	default:
+		return []string{`CREATE TABLE IF NOT EXISTS ` + Table + ` (
+  address    VARCHAR(254) NOT NULL,
+  scope      VARCHAR(64) NOT NULL,
+  reason     VARCHAR(16) NOT NULL,
+  source     VARCHAR(255) NOT NULL DEFAULT '',
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NULL,
+  PRIMARY KEY (address, scope)
+)`, `CREATE INDEX IF NOT EXISTS ` + Table + `_idx_created ON ` + Table + ` (created_at)`}
+	}
+}
+
+// Migrate creates the suppression table if it is not there. It is
+// idempotent; mailspool migrate runs it beside the queue's migrations.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	d, err := dialectOf(db)
+	if err != nil {
+		return err
+	}
+	for _, stmt := range d.createSQL() {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("suppress: migrate: %w", err)
+		}
+	}
+	return nil
+}
+
+// SchemaSQL is the DDL Migrate runs on a store ("mysql" for MySQL and
+// MariaDB, "sqlite", "postgres"), for a schema tool of the operator's own.
+func SchemaSQL(store string) ([]string, error) {
+	switch store {
+	case "mysql":
+		return mysqlDialect.createSQL(), nil
+	case "sqlite":
+		return sqliteDialect.createSQL(), nil
+	case "postgres":
+		return postgresDialect.createSQL(), nil
+	}
+	return nil, fmt.Errorf("suppress: unknown store %q (want mysql, sqlite or postgres)", store)
+}
