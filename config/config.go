@@ -73,6 +73,7 @@ type fileConfig struct {
 	AdminListen string                `toml:"admin_listen"`
 	Alerts      *alertsConfig         `toml:"alerts"`
 	StatusPage  *statusPageConfig     `toml:"status_page"`
+	Serve       *serveConfig          `toml:"serve"`
 	Lanes       map[string]laneConfig `toml:"lanes"`
 }
 
@@ -133,6 +134,9 @@ type Config struct {
 	// StatusPage configures the status page the admin listener serves at
 	// / ([status_page]); it holds secrets (the credentials): never log it.
 	StatusPage statuspage.Options
+	// Serve is the provider webhooks' endpoint (mailspool serve); nil
+	// without [serve].
+	Serve *Serve
 }
 
 // Lane is everything one lane's worker needs.
@@ -188,6 +192,10 @@ func Load(path, database string) (*Config, error) {
 		return nil, err
 	}
 	if err := cfg.loadStatusPage(&fc); err != nil {
+		return nil, err
+	}
+	var err error
+	if cfg.Serve, err = loadServe(fc.Serve); err != nil {
 		return nil, err
 	}
 	if v := os.Getenv("MAILSPOOL_DATABASE"); v != "" {

@@ -1,0 +1,118 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mailspool/mailspool/inbound"
+	"github.com/mailspool/mailspool/internal/duration"
+	"github.com/mailspool/mailspool/suppress"
+)
+
+// serveConfig is the [serve] table: the public endpoint of the provider
+// webhooks (mailspool serve), separate from the admin listener.
+//
+//	[serve]
+//	listen            = "0.0.0.0:8025"
+//	window            = "15m"          # how old a signed message may be
+//	max_body          = 4194304        # bytes
+//	unsubscribe_scope = "marketing"    # unsubscribe events suppress in this lane ("" = not at all)
+//
+//	[serve.sendgrid]
+//	verification_key_env = "SENDGRID_WEBHOOK_KEY"  # or verification_key = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE..."
+//
+//	[serve.ses]
+//	topic_arns = ["arn:aws:sns:eu-west-1:123456789012:ses-events"]
+type serveConfig struct {
+	Listen           string             `toml:"listen"`
+	Window           string             `toml:"window"`
+	MaxBody          int64              `toml:"max_body"`
+	UnsubscribeScope string             `toml:"unsubscribe_scope"`
+	SendGrid         *sendGridServe     `toml:"sendgrid"`
+	SES              *sesServe          `toml:"ses"`
+	Suppression      *suppressionConfig `toml:"suppression"`
+}
+
+type sendGridServe struct {
+	VerificationKey    string `toml:"verification_key"`
+	VerificationKeyEnv string `toml:"verification_key_env"`
+}
+
+type sesServe struct {
+	TopicARNs []string `toml:"topic_arns"`
+}
+
+// Serve is the validated [serve] table.
+type Serve struct {
+	// Listen is the host:port of the public webhook listener.
+	Listen string
+	// Options are the webhook handler's options, the SendGrid key parsed
+	// and checked.
+	Options inbound.Options
+}
+
+// loadServe reads [serve]; nil without one.
+func loadServe(sc *serveConfig) (*Serve, error) {
+	if sc == nil {
+		return nil, nil
+	}
+	s := &Serve{Listen: sc.Listen}
+	if s.Listen == "" {
+		return nil, fmt.Errorf("config: serve.listen: missing (host:port of the public webhook endpoint, e.g. 0.0.0.0:8025)")
+	}
+	_, port, err := net.SplitHostPort(s.Listen)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		return nil, fmt.Errorf("config: serve.listen: %q is not host:port (e.g. 0.0.0.0:8025)", s.Listen)
+	}
+	if sc.Window != "" {
+		if s.Options.Window, err = duration.Positive(sc.Window); err != nil || s.Options.Window > 24*time.Hour {
+			return nil, fmt.Errorf("config: serve.window: %q is not a duration of at most 24h", sc.Window)
+		}
+	}
+	if sc.MaxBody < 0 || sc.MaxBody > 64<<20 {
+		return nil, fmt.Errorf("config: serve.max_body: %d is not between 1 and %d bytes", sc.MaxBody, 64<<20)
+	}
+	s.Options.MaxBody = sc.MaxBody
+	if sc.UnsubscribeScope != "" {
+		if err := suppress.CheckScope(sc.UnsubscribeScope); err != nil {
+			return nil, fmt.Errorf("config: serve.unsubscribe_scope: %w", err)
+		}
+		s.Options.UnsubscribeScope = sc.UnsubscribeScope
+	}
+	if s.Options.Policy, err = buildPolicy(sc.Suppression); err != nil {
+		return nil, fmt.Errorf("config: serve.suppression.%w", err)
+	}
+	if sg := sc.SendGrid; sg != nil {
+		key := sg.VerificationKey
+		if sg.VerificationKeyEnv != "" {
+			if key != "" {
+				return nil, fmt.Errorf("config: serve.sendgrid: verification_key and verification_key_env are both set; keep one")
+			}
+			if key = os.Getenv(sg.VerificationKeyEnv); key == "" {
+				return nil, fmt.Errorf("config: serve.sendgrid.verification_key_env: %s is empty or not set", sg.VerificationKeyEnv)
+			}
+		}
+		if s.Options.SendGridKey, err = inbound.ParseSendGridKey(key); err != nil {
+			return nil, fmt.Errorf("config: serve.sendgrid.verification_key: %s", strings.TrimPrefix(err.Error(), "inbound: "))
+		}
+	}
+	if ses := sc.SES; ses != nil {
+		if len(ses.TopicARNs) == 0 {
+			return nil, fmt.Errorf("config: serve.ses.topic_arns: empty (the SNS topics whose messages are accepted)")
+		}
+		for _, arn := range ses.TopicARNs {
+			if !strings.HasPrefix(arn, "arn:aws") || strings.Count(arn, ":") != 5 {
+				return nil, fmt.Errorf("config: serve.ses.topic_arns: %q is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)", arn)
+			}
+		}
+		s.Options.SESTopics = ses.TopicARNs
+	}
+	if s.Options.SendGridKey == nil && len(s.Options.SESTopics) == 0 {
+		return nil, fmt.Errorf("config: serve: neither [serve.sendgrid] nor [serve.ses]: nothing to serve")
+	}
+	return s, nil
+}

@@ -1,0 +1,47 @@
+package metrics
+
+import (
+	"github.com/mailspool/mailspool/inbound"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Inbound counts the provider webhooks' events and refusals: a
+// prometheus.Collector whose Observe and Reject are the inbound.Options
+// ObserveFunc and RejectFunc.
+type Inbound struct {
+	events   *prometheus.CounterVec
+	rejected *prometheus.CounterVec
+}
+
+// NewInbound returns the webhook counters, at zero.
+func NewInbound() *Inbound {
+	return &Inbound{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailspool_provider_events_total",
+			Help: "Provider events recorded for the first time, by provider (ses, sendgrid) and event type (delivered, bounced, soft_bounced, complained, ...).",
+		}, []string{"provider", "type"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailspool_webhook_rejected_total",
+			Help: "Webhook requests refused with a 4xx, by provider and reason (signature, malformed, too_large, method).",
+		}, []string{"provider", "reason"}),
+	}
+}
+
+// Options returns o with the counters as its ObserveFunc and RejectFunc.
+func (m *Inbound) Options(o inbound.Options) inbound.Options {
+	o.ObserveFunc = func(e inbound.Event) { m.events.WithLabelValues(e.Provider, e.Type).Inc() }
+	o.RejectFunc = func(provider, reason string) { m.rejected.WithLabelValues(provider, reason).Inc() }
+	return o
+}
+
+// Describe implements prometheus.Collector.
+func (m *Inbound) Describe(ch chan<- *prometheus.Desc) {
+	m.events.Describe(ch)
+	m.rejected.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *Inbound) Collect(ch chan<- prometheus.Metric) {
+	m.events.Collect(ch)
+	m.rejected.Collect(ch)
+}
