@@ -31,7 +31,7 @@ func runSuppress(ctx context.Context, e *env, args []string) error {
 		"import": runSuppressImport, "export": runSuppressExport,
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(e.stdout, "Usage: mailspool suppress %s\n", suppressUsage)
+		fmt.Fprintf(e.stderr, "Usage: mailspool suppress %s\n\nRun 'mailspool suppress SUBCOMMAND -h' for its flags.\n\n%s\n", suppressUsage, exitCodesHelp)
 		return nil
 	}
 	f, ok := sub[args[0]]
