@@ -31,6 +31,13 @@ type Thresholds struct {
 	// without a clean exit within the last hour (default 3; negative:
 	// never).
 	Restarts int
+	// ComplaintRate alerts when the complaints ComplaintProvider reported
+	// over ComplaintWindow (default 24h), against the mail the lane sent
+	// in it, exceed this fraction (0: never; Gmail and Yahoo require less
+	// than 0.003), once the lane sent at least MinAttempts mails in it.
+	ComplaintRate     float64
+	ComplaintWindow   time.Duration
+	ComplaintProvider string // "ses" or "sendgrid": the lane's transport
 }
 
 // lane is one lane watched.
@@ -115,6 +122,15 @@ func (t *Thresholds) Validate() error {
 		return fmt.Errorf("negative minimum attempts %d", t.MinAttempts)
 	case t.Restarts < 0:
 		return fmt.Errorf("negative restarts threshold %d", t.Restarts)
+	case !(t.ComplaintRate >= 0 && t.ComplaintRate <= 1):
+		return fmt.Errorf("complaint rate threshold %v is not a fraction between 0 and 1", t.ComplaintRate)
+	case t.ComplaintRate > 0 && t.ComplaintProvider != "ses" && t.ComplaintProvider != "sendgrid":
+		return fmt.Errorf("a complaint rate threshold needs a lane that sends through ses:// or sendgrid://, whose complaints mailspool serve receives (not %q)", t.ComplaintProvider)
+	case t.ComplaintWindow < 0:
+		return fmt.Errorf("negative complaint window %v", t.ComplaintWindow)
+	}
+	if t.ComplaintWindow == 0 {
+		t.ComplaintWindow = DefaultComplaintWindow
 	}
 	return nil
 }
@@ -237,6 +253,13 @@ func (a *Alerter) observe(ctx context.Context, l lane, now time.Time) ([]observa
 			summary: fmt.Sprintf("failure rate %.1f%% in the last hour, %d of %d (threshold %.1f%%)",
 				100*s.FailureRate, s.FailedLastHour, finished, 100*t.FailureRate),
 		})
+	}
+	if t.ComplaintRate > 0 {
+		o, err := a.complaints(ctx, l, now)
+		if err != nil {
+			return nil, fmt.Errorf("alert: lane %s: %w", name, err)
+		}
+		obs = append(obs, o)
 	}
 	pauses, err := l.q.Paused(ctx)
 	if err != nil {

@@ -222,7 +222,7 @@ func Load(path, database string) (*Config, error) {
 			return nil, fmt.Errorf("config: lanes.%s: lanes %s and %s would both take their transport from %s; rename one", name, other, name, laneEnv(name))
 		}
 		envs[laneEnv(name)] = name
-		if ls.Alerts, err = laneAlerts(name, fc.Lanes[name].Alerts, cfg.Alerts != nil); err != nil {
+		if ls.Alerts, err = laneAlerts(name, ls.Transport, fc.Lanes[name].Alerts, cfg.Alerts != nil); err != nil {
 			return nil, err
 		}
 		cfg.Lanes = append(cfg.Lanes, ls)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mailspool/mailspool/alert"
@@ -29,6 +30,9 @@ type laneAlertsConfig struct {
 	FailureRate float64 `toml:"failure_rate"`
 	MinAttempts int64   `toml:"min_attempts"`
 	Restarts    int     `toml:"restarts"`
+	// ComplaintRate is a fraction (0.002); ComplaintWindow a duration.
+	ComplaintRate   float64 `toml:"complaint_rate"`
+	ComplaintWindow string  `toml:"complaint_window"`
 }
 
 // Alerts says where and how alerts are posted (package alert).
@@ -121,14 +125,24 @@ func (c *Config) loadWatch(fc *fileConfig) error {
 }
 
 // laneAlerts reads a lane's thresholds.
-func laneAlerts(name string, lc *laneAlertsConfig, alerting bool) (alert.Thresholds, error) {
+func laneAlerts(name, transportURL string, lc *laneAlertsConfig, alerting bool) (alert.Thresholds, error) {
 	if lc == nil {
 		return alert.Thresholds{}, nil
 	}
 	if !alerting {
 		return alert.Thresholds{}, fmt.Errorf("config: lanes.%s.alerts: thresholds, but no [alerts] section says where to post (or set %s)", name, AlertWebhookEnv)
 	}
-	t := alert.Thresholds{Backlog: lc.Backlog, FailureRate: lc.FailureRate, MinAttempts: lc.MinAttempts, Restarts: lc.Restarts}
+	t := alert.Thresholds{Backlog: lc.Backlog, FailureRate: lc.FailureRate, MinAttempts: lc.MinAttempts, Restarts: lc.Restarts, ComplaintRate: lc.ComplaintRate}
+	if scheme, _, ok := strings.Cut(transportURL, "://"); ok && lc.ComplaintRate > 0 {
+		t.ComplaintProvider = strings.ToLower(scheme)
+	}
+	if lc.ComplaintWindow != "" {
+		d, err := duration.Positive(lc.ComplaintWindow)
+		if err != nil {
+			return t, fmt.Errorf("config: lanes.%s.alerts.complaint_window: %w", name, err)
+		}
+		t.ComplaintWindow = d
+	}
 	if err := t.Validate(); err != nil {
 		return t, fmt.Errorf("config: lanes.%s.alerts: %w", name, err)
 	}

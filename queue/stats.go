@@ -87,3 +87,15 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	}
 	return s, nil
 }
+
+// SentSince counts the lane's mail sent at or after t (one range of the
+// (status, next_run) index): the denominator of rates over a window, such
+// as the complaint rate (package alert).
+func (q *Queue) SentSince(ctx context.Context, t time.Time) (int64, error) {
+	var n int64
+	err := q.db.QueryRowContext(ctx, q.d.bounded(`SELECT COUNT(*) FROM `+q.table+` WHERE `+statusIs(StatusSent)+` AND next_run >= ?`), t.UnixMilli()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("queue: counting sent mail: %w", err)
+	}
+	return n, nil
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/internal/termsafe"
 	"github.com/mailspool/mailspool/queue"
 )
@@ -18,7 +19,10 @@ import (
 type shownMail struct {
 	Lane string `json:"lane"`
 	queue.Row
-	Message *mailSpec `json:"message,omitempty"`
+	// Events are what the provider reported about the mail (mailspool
+	// serve), oldest first.
+	Events  []inbound.Event `json:"events,omitempty"`
+	Message *mailSpec       `json:"message,omitempty"`
 }
 
 func runShow(ctx context.Context, e *env, args []string) error {
@@ -55,6 +59,9 @@ func runShow(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	out := shownMail{Lane: lanes[0].Lane.Name, Row: r}
+	if out.Events, err = inbound.ForMail(ctx, db, r.ProviderID, r.MessageID); err != nil {
+		return err
+	}
 	if *full {
 		m, err := qs[0].Message(ctx, *id)
 		if err != nil {
@@ -143,6 +150,13 @@ func printRow(e *env, s shownMail) {
 			label = "history"
 		}
 		fmt.Fprintf(w, "  %-12s %s\n", label, h)
+	}
+	for i, ev := range s.Events {
+		label := ""
+		if i == 0 {
+			label = "events"
+		}
+		fmt.Fprintf(w, "  %-12s %s %s %s %s %s\n", label, at(ev.Time), ev.Provider, ev.Type, ev.Recipient, ev.Detail)
 	}
 	if m := s.Message; m != nil {
 		fmt.Fprintln(w, "\nheaders")

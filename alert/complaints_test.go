@@ -1,0 +1,60 @@
+package alert
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mailspool/mailspool/inbound"
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestComplaintRateAlert(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *sql.DB) {
+		ctx := context.Background()
+		require.NoError(t, suppress.Migrate(ctx, db))
+		require.NoError(t, inbound.Migrate(ctx, db))
+		hook := newWebhook(t, 0)
+		q := newQueue(t, db)
+		a := newAlerter(t, db, q, Thresholds{ComplaintRate: 0.003, ComplaintProvider: "sendgrid", MinAttempts: 100}, Options{WebhookURL: hook.URL})
+
+		enqueue(t, q, db, 1000)
+		_, err := db.Exec(`UPDATE mail_queue SET status = ?, next_run = ?`, queue.StatusSent, time.Now().UnixMilli())
+		require.NoError(t, err)
+		store, err := inbound.OpenStore(db)
+		require.NoError(t, err)
+		complain := func(from, n int, provider string) {
+			var evs []inbound.Event
+			for i := from; i < from+n; i++ {
+				evs = append(evs, inbound.Event{Provider: provider, EventID: fmt.Sprint("c", i), Type: inbound.Complained, Recipient: fmt.Sprintf("u%d@example.com", i), Time: time.Now()})
+			}
+			_, err := store.Record(ctx, evs)
+			require.NoError(t, err)
+		}
+		complain(0, 3, "sendgrid") // 0.3 %: at the threshold, not over it
+		complain(3, 5, "ses")      // another provider's complaints are not this lane's
+		require.NoError(t, a.Check(ctx))
+		_, accepted := hook.got()
+		assert.Empty(t, accepted)
+
+		complain(8, 1, "sendgrid") // 4 of 1000: 0.4 %
+		require.NoError(t, a.Check(ctx))
+		_, accepted = hook.got()
+		require.Len(t, accepted, 1)
+		assert.Equal(t, "complaint_rate", accepted[0]["condition"])
+		assert.Equal(t, 0.004, accepted[0]["value"])
+	})
+}
+
+func TestComplaintRateNeedsAProvider(t *testing.T) {
+	th := Thresholds{ComplaintRate: 0.003}
+	assert.ErrorContains(t, th.Validate(), "ses:// or sendgrid://")
+	th = Thresholds{ComplaintRate: 0.003, ComplaintProvider: "ses"}
+	require.NoError(t, th.Validate())
+	assert.Equal(t, DefaultComplaintWindow, th.ComplaintWindow)
+}
