@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/mailspool/mailspool/mailaddr"
 )
 
 // Reason is why an address is suppressed. Reasons are stored by name.
@@ -93,9 +95,10 @@ func (e *Entry) check() error {
 var ErrAddress = errors.New("suppress: invalid address")
 
 // Normalize returns the form under which an address is suppressed and
-// looked up: the same form the per-recipient rate limits count under, so
-// that one mailbox is one entry. It accepts a bare address or one with a
-// display name ("Ann <ann@example.com>").
+// looked up: mailaddr.Key, the form the per-recipient rate limits count
+// under (the domain mapped per UTS #46, the local part case-folded), so
+// that one mailbox is one entry however it is spelt. It accepts a bare
+// address or one with a display name ("Ann <ann@example.com>").
 func Normalize(addr string) (string, error) {
 	a := strings.TrimSpace(addr)
 	if strings.ContainsAny(a, "<>\"") {
@@ -105,12 +108,12 @@ func Normalize(addr string) (string, error) {
 		}
 		a = p.Address
 	}
-	at := strings.LastIndexByte(a, '@')
-	if at <= 0 || at == len(a)-1 || len(a) > 254 || strings.ContainsAny(a, " \t\r\n\x00,;") {
+	if len(a) > 254 || strings.ContainsAny(a, " \t\r\n\x00,;") {
 		return "", fmt.Errorf("%w %q", ErrAddress, addr)
 	}
-	return normalizeAddr(a), nil
+	k, err := mailaddr.Key(a)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrAddress, err)
+	}
+	return k, nil
 }
-
-// normalizeAddr is the normalization the queue's recipient limits use.
-func normalizeAddr(a string) string { return strings.ToLower(strings.TrimSpace(a)) }

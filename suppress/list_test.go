@@ -43,6 +43,8 @@ func TestAddLookupRemove(t *testing.T) {
 		es, err := l.Entries(ctx, Filter{})
 		require.NoError(t, err)
 		assert.Len(t, es, 2, "expired entries are not listed by default")
+		_, err = l.Add(ctx, Entry{Address: "zero\u200bwidth@example.com", Reason: Manual})
+		assert.ErrorIs(t, err, ErrAddress, "a format character is refused")
 		es, err = l.Entries(ctx, Filter{Expired: true, Reason: Manual})
 		require.NoError(t, err)
 		require.Len(t, es, 1)
@@ -50,6 +52,14 @@ func TestAddLookupRemove(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, es, 1)
 		assert.Equal(t, "news@example.com", es[0].Address)
+
+		// One mailbox, one entry: any spelling of the domain (UTS #46), any
+		// case of the local part, as the recipient limits count it.
+		_, err = l.Add(ctx, Entry{Address: "Jörg@xn--bcher-kva.example", Reason: Complaint})
+		require.NoError(t, err)
+		found, err = l.Lookup(ctx, s.db, "transactional", []string{"JÖRG@BÜCHER.example", "jörg@bücher\u3002example"})
+		require.NoError(t, err)
+		assert.Len(t, found, 2)
 
 		n, err := l.Remove(ctx, "ann@EXAMPLE.com", "")
 		require.NoError(t, err)
