@@ -254,6 +254,32 @@ func (s *Store) ForMail(ctx context.Context, providerID, messageID string) ([]Ev
 	return s.query(ctx, `WHERE `+strings.Join(conds, ` OR `)+` ORDER BY occurred_at, id`, args...)
 }
 
+// ProviderMessageIDs returns the provider message ids of the newest
+// events of a type, at most limit, each once: the mails list --event finds.
+func (s *Store) ProviderMessageIDs(ctx context.Context, eventType string, limit int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT provider_msg_id FROM `+Table+` WHERE type = ? AND provider_msg_id <> '' ORDER BY received_at DESC, id DESC LIMIT `+strconv.Itoa(max(limit, 1))), eventType)
+	if err != nil {
+		return nil, fmt.Errorf("inbound: reading events: %w", err)
+	}
+	defer rows.Close()
+	ids := []string{}
+	seen := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("inbound: reading an event: %w", err)
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, rows.Err()
+}
+
+// EventTypes lists the stored event types.
+var EventTypes = []string{Delivered, Bounced, SoftBounced, BounceUnknown, Blocked, Dropped, Deferred, Complained, Unsubscribed, GroupUnsubscribe, Rejected}
+
 // Recent returns the newest events of a type ("" = any), at most limit.
 func (s *Store) Recent(ctx context.Context, eventType string, limit int) ([]Event, error) {
 	where, args := ``, []any{}

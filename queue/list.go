@@ -25,6 +25,11 @@ type Filter struct {
 	Kind string
 	// Since keeps mails enqueued at or after it.
 	Since time.Time
+	// ProviderIDs, when not nil, keeps the mails whose provider id (stored
+	// when they were sent) is one of them: what list --event finds from
+	// the provider events (package inbound). An empty, non-nil list keeps
+	// nothing. At most 1000.
+	ProviderIDs []string
 }
 
 // ParseStatus returns the stored status for a name StatusName returns.
@@ -70,6 +75,19 @@ func (q *Queue) where(f Filter) (string, []any, error) {
 	}
 	if !f.Since.IsZero() {
 		conds, args = append(conds, "created_at >= ?"), append(args, f.Since.UnixMilli())
+	}
+	if f.ProviderIDs != nil {
+		switch n := len(f.ProviderIDs); {
+		case n == 0:
+			conds = append(conds, "1=0")
+		case n > MaxListLimit:
+			return "", nil, fmt.Errorf("queue: %d provider ids, at most %d", n, MaxListLimit)
+		default:
+			conds = append(conds, "provider_id IN ("+placeholders(n)+")")
+			for _, id := range f.ProviderIDs {
+				args = append(args, id)
+			}
+		}
 	}
 	return strings.Join(conds, " AND "), args, nil
 }

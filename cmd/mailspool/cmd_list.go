@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/internal/termsafe"
 	"github.com/mailspool/mailspool/queue"
 )
@@ -18,13 +20,14 @@ type listedRow struct {
 }
 
 func runList(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "list", "[--db URL] [--config FILE] [--lane NAME] [--status S] [--to ADDR] [--template T] [--kind K] [--since D] [--limit N] [--before ID] [--json]")
+	fs := newFlagSet(e, "list", "[--db URL] [--config FILE] [--lane NAME] [--status S] [--to ADDR] [--template T] [--kind K] [--since D] [--event TYPE] [--limit N] [--before ID] [--json]")
 	var lf laneFlags
 	lf.register(fs)
 	var ff filterFlags
 	ff.register(fs)
 	status := fs.String("status", "", "only mail in this state: pending, sending, sent, retry or failed")
 	limit := fs.Int("limit", 50, fmt.Sprintf("at most this many mails per lane (1..%d)", queue.MaxListLimit))
+	event := fs.String("event", "", "only mail a provider reported this event for (mailspool serve): "+strings.Join(inbound.EventTypes, ", "))
 	before := fs.Int64("before", 0, "only ids below this: the next page after the last id shown (needs --lane when there are several lanes)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -42,11 +45,24 @@ func runList(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	f.Status = *status
+	if *event != "" && !slices.Contains(inbound.EventTypes, *event) {
+		return usageError{fmt.Sprintf("--event %q: want one of %s", *event, strings.Join(inbound.EventTypes, ", "))}
+	}
 	lanes, qs, db, err := lf.openQueues(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if *event != "" {
+		// The newest events of the type name the mails by provider id.
+		store, err := inbound.OpenStore(db)
+		if err != nil {
+			return err
+		}
+		if f.ProviderIDs, err = store.ProviderMessageIDs(ctx, *event, queue.MaxListLimit); err != nil {
+			return err
+		}
+	}
 	if *before != 0 && len(qs) > 1 {
 		return usageError{"--before: ids are per lane; say which with --lane"}
 	}

@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
+	"github.com/mailspool/mailspool/inbound"
+	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/suppress"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,4 +72,46 @@ func TestSuppressCommands(t *testing.T) {
 		code, _, _ = mailspool(t, "suppress", "remove", "--db", db, "never@example.com")
 		assert.Equal(t, exitNotFound, code)
 	})
+}
+
+func TestListEventAndShowEvents(t *testing.T) {
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "q.db")
+	code, _, stderr := mailspool(t, "migrate", "--db", db)
+	require.Zero(t, code, stderr)
+	var ids []int64
+	for _, to := range []string{"gone@example.com", "fine@example.com"} {
+		code, out, stderr := mailspool(t, "enqueue", "--db", db, "--from", "shop@example.com", "--to", to, "--subject", "s", "--text", "t", "--json")
+		require.Zero(t, code, stderr)
+		var r struct {
+			IDs []int64 `json:"ids"`
+			ID  int64   `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+		ids = append(ids, append(r.IDs, r.ID)...)
+	}
+	sqlDB, err := dburl.Open(db)
+	require.NoError(t, err)
+	defer sqlDB.Close()
+	_, err = sqlDB.Exec(`UPDATE mail_queue SET status = 2, provider_id = 'pid-' || to_addr`)
+	require.NoError(t, err)
+	store, err := inbound.OpenStore(sqlDB)
+	require.NoError(t, err)
+	_, err = store.Record(t.Context(), []inbound.Event{{Provider: inbound.SendGrid, EventID: "e1", Type: inbound.Bounced,
+		Recipient: "gone@example.com", ProviderMessageID: "pid-gone@example.com", Time: time.Now(), Detail: "550 5.1.1"}})
+	require.NoError(t, err)
+
+	code, out, stderr := mailspool(t, "list", "--db", db, "--event", "bounced", "--json")
+	require.Zero(t, code, stderr)
+	var rows []listedRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+	require.Len(t, rows, 1)
+	assert.Equal(t, "gone@example.com", rows[0].To)
+
+	code, out, stderr = mailspool(t, "show", "--db", db, strconv.FormatInt(rows[0].ID, 10))
+	require.Zero(t, code, stderr)
+	assert.Regexp(t, `events\s+\S+ sendgrid bounced gone@example.com 550 5.1.1`, out)
+
+	code, _, stderr = mailspool(t, "list", "--db", db, "--event", "exploded")
+	assert.Equal(t, exitUsage, code, stderr)
 }
