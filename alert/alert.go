@@ -129,7 +129,7 @@ func (t *Thresholds) Validate() error {
 	case t.ComplaintWindow < 0:
 		return fmt.Errorf("negative complaint window %v", t.ComplaintWindow)
 	}
-	if t.ComplaintWindow == 0 {
+	if t.ComplaintRate > 0 && t.ComplaintWindow == 0 {
 		t.ComplaintWindow = DefaultComplaintWindow
 	}
 	return nil

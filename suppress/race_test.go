@@ -75,7 +75,7 @@ func raceWorker(u string) error {
 	if err != nil {
 		return err
 	}
-	w, err := queue.NewWorker(q, raceTransport{db}, &queue.WorkerOptions{LeaseMargin: raceLease, PollInterval: 50 * time.Millisecond, Batch: 50, CleanupInterval: -1})
+	w, err := queue.NewWorker(q, raceTransport{db}, &queue.WorkerOptions{LeaseMargin: raceLease, PollInterval: 50 * time.Millisecond, Batch: 200, Concurrency: 16, CleanupInterval: -1})
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func raceWorker(u string) error {
 			if err := db.QueryRow(`SELECT COUNT(*) FROM mail_queue WHERE status IN (?, ?, ?)`, queue.StatusPending, queue.StatusSending, queue.StatusRetry).Scan(&left); err == nil && left == 0 {
 				cancel()
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 		}
 	}()
 	return w.Run(ctx)
@@ -140,7 +140,7 @@ func TestSuppressRace(t *testing.T) {
 			if sent >= at {
 				break
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
 		}
 		l := openList(t, s)
 		_, err = l.Add(ctx, Entry{Address: raceTarget, Reason: HardBounce, Source: "race test"})
