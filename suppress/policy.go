@@ -98,15 +98,16 @@ func ParseDuration(s string) (time.Duration, error) {
 
 // FromFailure is what a permanent failure of a send teaches: the reason to
 // suppress its recipient for, and false when it teaches nothing about the
-// recipient. Only a verdict about the recipient itself suppresses; a
-// permanent failure about the sender (our reputation, our account), the
-// message, the lane or a transient condition never does.
+// recipient. Only a verdict of transport.ScopeRecipient suppresses (the
+// classifier's, or an operator rule's); a permanent failure about the
+// sender (our reputation, our account), the message, the lane or a
+// transient condition never does, whatever its code.
 func FromFailure(err error) (Reason, bool) {
 	if transport.KindOf(err) != transport.Permanent {
 		return "", false
 	}
 	var te *transport.Error
-	if !errors.As(err, &te) || !recipientScope(te) {
+	if !errors.As(err, &te) || te.Scope != transport.ScopeRecipient {
 		return "", false
 	}
 	if te.Enhanced == "5.1.3" {

@@ -128,14 +128,16 @@ func TestScreenFeedsOnlyRecipientScope(t *testing.T) {
 		q, err := queue.New(ctx, s.db, queue.Lane{Name: "default", Screen: l.Screen("default", Policy{})}, nil)
 		require.NoError(t, err)
 		tr := &scripted{answers: map[string]error{
-			"nouser@example.com":  &transport.Error{Kind: transport.Permanent, Code: 550, Enhanced: "5.1.1", Err: errors.New("550 5.1.1 no such user")},
-			"badsyn@example.com":  &transport.Error{Kind: transport.Permanent, Code: 553, Enhanced: "5.1.3", Err: errors.New("553 5.1.3 bad address syntax")},
-			"blocked@example.com": &transport.Error{Kind: transport.Permanent, Code: 554, Enhanced: "5.7.1", Err: errors.New("554 5.7.1 our IP is on a blocklist")},
-			"content@example.com": &transport.Error{Kind: transport.Permanent, Code: 552, Enhanced: "5.3.4", Err: errors.New("552 5.3.4 message too big")},
-			"later@example.com":   &transport.Error{Kind: transport.Temporary, Code: 450, Enhanced: "4.2.1", Err: errors.New("450 4.2.1 mailbox busy")},
+			"nouser@example.com":  &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 550, Enhanced: "5.1.1", Err: errors.New("550 5.1.1 no such user")},
+			"badsyn@example.com":  &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 553, Enhanced: "5.1.3", Err: errors.New("553 5.1.3 bad address syntax")},
+			"api@example.com":     &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 400, Err: errors.New("the provider says the address does not exist")},
+			"blocked@example.com": &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeSender, Code: 554, Enhanced: "5.7.1", Err: errors.New("554 5.7.1 our IP is on a blocklist")},
+			"ruled@example.com":   &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeLane, Code: 550, Enhanced: "5.1.1", Err: errors.New("550 5.1.1 said by a relay that says it for everything")},
+			"content@example.com": &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Code: 552, Enhanced: "5.3.4", Err: errors.New("552 5.3.4 message too big")},
+			"later@example.com":   &transport.Error{Kind: transport.Temporary, Scope: transport.ScopeRecipient, Code: 450, Enhanced: "4.2.1", Err: errors.New("450 4.2.1 mailbox busy")},
 		}}
 		var ids []int64
-		for _, a := range []string{"nouser@example.com", "badsyn@example.com", "blocked@example.com", "content@example.com"} {
+		for _, a := range []string{"nouser@example.com", "badsyn@example.com", "api@example.com", "blocked@example.com", "ruled@example.com", "content@example.com"} {
 			id, err := q.Enqueue(ctx, s.db, mailTo(a))
 			require.NoError(t, err)
 			ids = append(ids, id)
@@ -152,8 +154,8 @@ func TestScreenFeedsOnlyRecipientScope(t *testing.T) {
 			assert.Equal(t, ScopeAll, e.Scope)
 			assert.Regexp(t, `^mail:default/\d+$`, e.Source)
 		}
-		assert.Equal(t, map[string]Reason{"nouser@example.com": HardBounce, "badsyn@example.com": Invalid}, got,
-			"only recipient-scope permanent failures suppress: never a sender block, a message problem or a soft bounce")
+		assert.Equal(t, map[string]Reason{"nouser@example.com": HardBounce, "badsyn@example.com": Invalid, "api@example.com": HardBounce}, got,
+			"only recipient-scope permanent failures suppress, whatever the code: never a sender block, a lane verdict, a message problem or a soft bounce")
 	})
 }
 
