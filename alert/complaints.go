@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/inbound"
+	"github.com/mailspool/mailspool/internal/placeholder"
 )
 
 // DefaultComplaintWindow is the default Thresholds.ComplaintWindow.
@@ -24,7 +25,7 @@ func (a *Alerter) complaints(ctx context.Context, l lane, now time.Time) (observ
 		return observation{}, err
 	}
 	var complained int64
-	if err := a.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+inbound.Table+` WHERE provider = ? AND type = ? AND received_at >= ?`,
+	if err := a.db.QueryRowContext(ctx, placeholder.For(a.db, `SELECT COUNT(*) FROM `+inbound.Table+` WHERE provider = ? AND type = ? AND received_at >= ?`),
 		t.ComplaintProvider, inbound.Complained, since.UnixMilli()).Scan(&complained); err != nil {
 		return observation{}, fmt.Errorf("alert: counting complaints: %w", err)
 	}

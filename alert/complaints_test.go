@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/inbound"
+	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/suppress"
 	"github.com/stretchr/testify/assert"
@@ -24,7 +25,7 @@ func TestComplaintRateAlert(t *testing.T) {
 		a := newAlerter(t, db, q, Thresholds{ComplaintRate: 0.003, ComplaintProvider: "sendgrid", MinAttempts: 100}, Options{WebhookURL: hook.URL})
 
 		enqueue(t, q, db, 1000)
-		_, err := db.Exec(`UPDATE mail_queue SET status = ?, next_run = ?`, queue.StatusSent, time.Now().UnixMilli())
+		_, err := db.Exec(placeholder.For(db, `UPDATE mail_queue SET status = ?, next_run = ?`), queue.StatusSent, time.Now().UnixMilli())
 		require.NoError(t, err)
 		store, err := inbound.OpenStore(db)
 		require.NoError(t, err)

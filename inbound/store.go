@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/suppress"
 )
 
@@ -36,22 +37,12 @@ func dialectOf(db *sql.DB) (dialect, error) {
 	}
 }
 
-// rebind turns ? placeholders into PostgreSQL's $n.
+// rebind numbers the ? placeholders of q for PostgreSQL.
 func (d dialect) rebind(q string) string {
 	if d != postgresDialect {
 		return q
 	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return placeholder.Numbered(q)
 }
 
 func (d dialect) createSQL() []string {

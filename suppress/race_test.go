@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
@@ -46,10 +47,10 @@ type raceTransport struct{ db *sql.DB }
 func (t raceTransport) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
 	if m.To.Address == raceTarget {
 		var until int64
-		if err := t.db.QueryRowContext(ctx, `SELECT locked_until FROM mail_queue WHERE message_id = ?`, m.MessageID).Scan(&until); err != nil {
+		if err := t.db.QueryRowContext(ctx, placeholder.For(t.db, `SELECT locked_until FROM mail_queue WHERE message_id = ?`), m.MessageID).Scan(&until); err != nil {
 			return transport.Receipt{}, err
 		}
-		if _, err := t.db.ExecContext(ctx, `INSERT INTO race_sends (claim_ms) VALUES (?)`, until-raceLease.Milliseconds()); err != nil {
+		if _, err := t.db.ExecContext(ctx, placeholder.For(t.db, `INSERT INTO race_sends (claim_ms) VALUES (?)`), until-raceLease.Milliseconds()); err != nil {
 			return transport.Receipt{}, err
 		}
 	}
@@ -82,7 +83,7 @@ func raceWorker(u string) error {
 	go func() {
 		for ctx.Err() == nil {
 			var left int
-			if err := db.QueryRow(`SELECT COUNT(*) FROM mail_queue WHERE status IN (?, ?, ?)`, queue.StatusPending, queue.StatusSending, queue.StatusRetry).Scan(&left); err == nil && left == 0 {
+			if err := db.QueryRow(placeholder.For(db, `SELECT COUNT(*) FROM mail_queue WHERE status IN (?, ?, ?)`), queue.StatusPending, queue.StatusSending, queue.StatusRetry).Scan(&left); err == nil && left == 0 {
 				cancel()
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -136,7 +137,7 @@ func TestSuppressRace(t *testing.T) {
 		at := 500 + rand.IntN(total-2000)
 		for {
 			var sent int
-			require.NoError(t, s.db.QueryRow(`SELECT COUNT(*) FROM mail_queue WHERE status = ?`, queue.StatusSent).Scan(&sent))
+			require.NoError(t, s.db.QueryRow(placeholder.For(s.db, `SELECT COUNT(*) FROM mail_queue WHERE status = ?`), queue.StatusSent).Scan(&sent))
 			if sent >= at {
 				break
 			}
@@ -151,10 +152,10 @@ func TestSuppressRace(t *testing.T) {
 			require.NoError(t, w.Wait())
 		}
 		var after, before, suppressed, sentOthers int
-		require.NoError(t, s.db.QueryRow(`SELECT COUNT(*) FROM race_sends WHERE claim_ms > ?`, committed).Scan(&after))
-		require.NoError(t, s.db.QueryRow(`SELECT COUNT(*) FROM race_sends WHERE claim_ms <= ?`, committed).Scan(&before))
-		require.NoError(t, s.db.QueryRow(`SELECT COUNT(*) FROM mail_queue WHERE status = ? AND last_kind = 'suppressed'`, queue.StatusFailed).Scan(&suppressed))
-		require.NoError(t, s.db.QueryRow(`SELECT COUNT(*) FROM mail_queue WHERE status = ? AND to_addr <> ?`, queue.StatusSent, raceTarget).Scan(&sentOthers))
+		require.NoError(t, s.db.QueryRow(placeholder.For(s.db, `SELECT COUNT(*) FROM race_sends WHERE claim_ms > ?`), committed).Scan(&after))
+		require.NoError(t, s.db.QueryRow(placeholder.For(s.db, `SELECT COUNT(*) FROM race_sends WHERE claim_ms <= ?`), committed).Scan(&before))
+		require.NoError(t, s.db.QueryRow(placeholder.For(s.db, `SELECT COUNT(*) FROM mail_queue WHERE status = ? AND last_kind = 'suppressed'`), queue.StatusFailed).Scan(&suppressed))
+		require.NoError(t, s.db.QueryRow(placeholder.For(s.db, `SELECT COUNT(*) FROM mail_queue WHERE status = ? AND to_addr <> ?`), queue.StatusSent, raceTarget).Scan(&sentOthers))
 		t.Logf("%s: suppressed after %d sent; target mails sent by claims begun before: %d, failed as suppressed: %d", s.name, at, before, suppressed)
 		assert.Zero(t, after, "sends to the suppressed address by claims that began after the suppression committed")
 		assert.Equal(t, total/20, before+suppressed, "every mail to the target is sent (claimed before) or failed as suppressed")

@@ -4,8 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/mailspool/mailspool/internal/placeholder"
 )
 
 // Table is the suppression list's table, one per database.
@@ -34,22 +35,12 @@ func dialectOf(db *sql.DB) (dialect, error) {
 	}
 }
 
-// rebind turns the ? placeholders of q into PostgreSQL's $1, $2, ...
+// rebind numbers the ? placeholders of q for PostgreSQL.
 func (d dialect) rebind(q string) string {
-	if d != postgresDialect || !strings.Contains(q, "?") {
+	if d != postgresDialect {
 		return q
 	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return placeholder.Numbered(q)
 }
 
 // upsert is the clause that makes an INSERT of an entry replace the entry
