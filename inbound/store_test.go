@@ -2,20 +2,14 @@ package inbound
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/mailspool/mailspool/suppress"
-	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/require"
 
 	_ "modernc.org/sqlite"
@@ -56,49 +50,10 @@ func newSQLite(t testing.TB) store {
 
 func newMariaDB(t testing.TB) store {
 	t.Helper()
-	return newServer(t, "mariadb", "MAILSPOOL_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test",
-		"start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql", "DROP DATABASE IF EXISTS %s")
+	return openMigrated(t, "mariadb", dburltest.MariaDB.Fresh(t))
 }
 
 func newPostgres(t testing.TB) store {
 	t.Helper()
-	return newServer(t, "postgres", "MAILSPOOL_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/postgres",
-		"pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", "DROP DATABASE IF EXISTS %s WITH (FORCE)")
-}
-
-// newServer makes a database of its own on the server env (or def) names.
-func newServer(t testing.TB, name, env, def, start, drop string) store {
-	t.Helper()
-	base := os.Getenv(env)
-	if base == "" {
-		base = def
-	}
-	root, err := dburl.Open(base)
-	require.NoError(t, err)
-	defer root.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := root.PingContext(ctx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required under CI=true but %s does not answer: %v", name, transport.Redact(base), err)
-		}
-		t.Skipf("%s at %s does not answer (%v); start it with: %s, or set %s", name, transport.Redact(base), err, start, env)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	db := "mailspool_t_" + hex.EncodeToString(b[:])
-	_, err = root.ExecContext(context.Background(), "CREATE DATABASE "+db)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if r, err := dburl.Open(base); err == nil {
-			_, _ = r.Exec(fmt.Sprintf(drop, db))
-			r.Close()
-		}
-	})
-	u, query, _ := strings.Cut(base, "?")
-	u = u[:strings.LastIndex(u, "/")+1] + db
-	if query != "" {
-		u += "?" + query
-	}
-	return openMigrated(t, name, u)
+	return openMigrated(t, "postgres", dburltest.Postgres.Fresh(t))
 }
