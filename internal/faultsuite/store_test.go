@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
 )
@@ -87,7 +88,12 @@ func newSQLite(t *testing.T) store {
 func migrated(t *testing.T, name, url string) store {
 	t.Helper()
 	s := store{name: name, url: url, db: openDB(t, url)}
+	// As "mailspool migrate" does: the queue's tables and the suppression
+	// list, which every worker's claim consults.
 	if err := queue.Migrate(context.Background(), s.db, table); err != nil {
+		t.Fatal(err)
+	}
+	if err := suppress.Migrate(context.Background(), s.db); err != nil {
 		t.Fatal(err)
 	}
 	return s
