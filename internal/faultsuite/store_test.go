@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/queue"
-	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/transport"
 )
 
