@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/internal/placeholder"
+	"github.com/mailspool/mailspool/internal/sqlstore"
 	"github.com/mailspool/mailspool/suppress"
 )
 
@@ -25,16 +26,16 @@ const (
 )
 
 func dialectOf(db *sql.DB) (dialect, error) {
-	switch name := fmt.Sprintf("%T", db.Driver()); {
-	case strings.Contains(name, "sqlite"):
+	store, err := sqlstore.Of(db)
+	switch store {
+	case sqlstore.SQLite:
 		return sqliteDialect, nil
-	case strings.Contains(name, "mysql"):
+	case sqlstore.MySQL:
 		return mysqlDialect, nil
-	case strings.Contains(name, "pgx"), strings.Contains(name, "stdlib"):
+	case sqlstore.Postgres:
 		return postgresDialect, nil
-	default:
-		return 0, fmt.Errorf("inbound: unsupported database driver %s", name)
 	}
+	return 0, fmt.Errorf("inbound: %w", err)
 }
 
 // rebind numbers the ? placeholders of q for PostgreSQL.

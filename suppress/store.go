@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/mailspool/mailspool/internal/placeholder"
+	"github.com/mailspool/mailspool/internal/sqlstore"
 )
 
 // Table is the suppression list's table, one per database.
@@ -23,16 +23,16 @@ const (
 
 // DialectOf tells the store behind db from its driver.
 func dialectOf(db *sql.DB) (dialect, error) {
-	switch name := fmt.Sprintf("%T", db.Driver()); {
-	case strings.Contains(name, "sqlite"):
+	store, err := sqlstore.Of(db)
+	switch store {
+	case sqlstore.SQLite:
 		return sqliteDialect, nil
-	case strings.Contains(name, "mysql"):
+	case sqlstore.MySQL:
 		return mysqlDialect, nil
-	case strings.Contains(name, "pgx"), strings.Contains(name, "stdlib"), strings.Contains(name, "pq."):
+	case sqlstore.Postgres:
 		return postgresDialect, nil
-	default:
-		return 0, fmt.Errorf("suppress: unsupported database driver %s", name)
 	}
+	return 0, fmt.Errorf("suppress: %w", err)
 }
 
 // rebind numbers the ? placeholders of q for PostgreSQL.
