@@ -110,10 +110,17 @@ func openDB(rawURL string, p *probe) (*sql.DB, error) {
 	}
 	drv := plain.Driver()
 	plain.Close()
+	if _, ok := drv.(*mysql.MySQLDriver); ok { // perhaps several hosts: dburl's connector
+		c, err := dburl.MySQLConnector(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		db := sql.OpenDB(probeConnector{Connector: c, p: p})
+		db.SetConnMaxLifetime(5 * time.Minute)
+		return db, nil
+	}
 	var dsn string
 	switch drv.(type) {
-	case *mysql.MySQLDriver:
-		dsn, err = dburl.MySQLDSN(rawURL)
 	case *stdlib.Driver:
 		dsn, err = dburl.PostgresDSN(rawURL)
 	default:

@@ -8,7 +8,11 @@
 // MySQL query parameters are go-sql-driver/mysql DSN parameters (tls,
 // timeout, readTimeout, ...); "socket=/run/mysqld/mysqld.sock" connects
 // through a Unix socket instead of TCP. interpolateParams=true is the
-// default. PostgreSQL query parameters are libpq's (sslmode, connect_timeout,
+// default. A MySQL URL may list several hosts
+// (mysql://user:pw@h1:3306,h2:3306,h3/db, e.g. the nodes of a Galera
+// cluster): a new connection tries them in order, starting from the one
+// that answered last, so that a pool whose server died moves to the next
+// one that answers and stays there. PostgreSQL query parameters are libpq's (sslmode, connect_timeout,
 // application_name, ...) and server settings, as pgx reads them; a URL
 // may list several hosts (postgres://h1:5432,h2:5432/db), tried in order.
 // lock_timeout=5s is the default, so that a statement waiting for a lock
@@ -37,11 +41,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -62,19 +69,11 @@ func Open(rawURL string) (*sql.DB, error) {
 	}
 	switch strings.ToLower(scheme) {
 	case "mysql", "mariadb":
-		dsn, err := MySQLDSN(rawURL)
+		conn, err := MySQLConnector(rawURL)
 		if err != nil {
 			return nil, err
 		}
-		cfg, err := mysql.ParseDSN(dsn) // MySQLDSN parsed it already
-		if err != nil {
-			return nil, fmt.Errorf("dburl: %s: bad parameters", redact(rawURL))
-		}
-		conn, err := mysql.NewConnector(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("dburl: %s: %v", redact(rawURL), hide(err.Error(), cfg.Passwd))
-		}
-		db := sql.OpenDB(boundedConnector{conn})
+		db := sql.OpenDB(conn)
 		db.SetConnMaxLifetime(5 * time.Minute)
 		return db, nil
 	case "postgres", "postgresql":
@@ -164,12 +163,183 @@ func isDir(path string) bool {
 	return err == nil && st.IsDir()
 }
 
-// MySQLDSN converts a mysql:// URL into a go-sql-driver/mysql DSN.
+// MySQLDSN converts a mysql:// URL into a go-sql-driver/mysql DSN. A DSN
+// names one server: a URL that lists several hosts is refused here (Open
+// and MySQLConnector take it).
 func MySQLDSN(rawURL string) (string, error) {
+	dsns, err := MySQLDSNs(rawURL)
+	if err != nil {
+		return "", err
+	}
+	if len(dsns) > 1 {
+		return "", fmt.Errorf("dburl: %s lists %d hosts and a go-sql-driver DSN names one; open it with dburl.Open", redact(rawURL), len(dsns))
+	}
+	return dsns[0], nil
+}
+
+// MySQLConnector is the database/sql connector Open uses for a mysql://
+// URL: it tries the URL's hosts in order, starting from the last one that
+// answered, each bounded by ConnectTimeout.
+func MySQLConnector(rawURL string) (driver.Connector, error) {
+	dsns, err := MySQLDSNs(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	f := &failoverConnector{}
+	for _, dsn := range dsns {
+		cfg, err := mysql.ParseDSN(dsn) // MySQLDSNs parsed it already
+		if err != nil {
+			return nil, fmt.Errorf("dburl: %s: bad parameters", redact(rawURL))
+		}
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("dburl: %s: %v", redact(rawURL), hide(err.Error(), cfg.Passwd))
+		}
+		f.hosts = append(f.hosts, cfg.Addr)
+		f.conns = append(f.conns, boundedConnector{conn})
+	}
+	if len(f.conns) == 1 {
+		return f.conns[0], nil
+	}
+	return f, nil
+}
+
+// failoverConnector connects to the first of several servers that
+// answers, starting from the one that answered last, so that a pool whose
+// server died moves to the next one and stays there (on a Galera cluster,
+// a pool split over two nodes would write on both).
+type failoverConnector struct {
+	hosts []string // host:port of each, for errors
+	conns []driver.Connector
+	last  atomic.Int32 // index of the server that answered last
+}
+
+func (f *failoverConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	first := int(f.last.Load())
+	var errs []error
+	for i := range f.conns {
+		k := (first + i) % len(f.conns)
+		conn, err := f.conns[k].Connect(ctx)
+		if err == nil {
+			f.last.Store(int32(k))
+			return conn, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", f.hosts[k], err))
+	}
+	return nil, fmt.Errorf("dburl: none of the %d database hosts answered: %w", len(f.conns), errors.Join(errs...))
+}
+
+func (f *failoverConnector) Driver() driver.Driver { return f.conns[0].Driver() }
+
+// MySQLDSNs converts a mysql:// URL into go-sql-driver/mysql DSNs, one per
+// host it lists (mysql://user:pw@h1:3306,h2:3306/db), in order.
+func MySQLDSNs(rawURL string) ([]string, error) {
+	hosts, rawURL, err := splitHosts(rawURL)
+	if err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "", fmt.Errorf("dburl: cannot parse %q", redact(rawURL))
+		return nil, fmt.Errorf("dburl: cannot parse %q", redact(rawURL))
 	}
+	if hosts == nil {
+		dsn, err := mysqlDSN(u)
+		if err != nil {
+			return nil, err
+		}
+		return []string{dsn}, nil
+	}
+	if u.Query().Has("socket") {
+		return nil, fmt.Errorf("dburl: %q lists %d hosts and a socket; a socket names one local server: give either", redactHosts(u, hosts), len(hosts))
+	}
+	dsns := make([]string, len(hosts))
+	seen := map[string]bool{}
+	for i, h := range hosts {
+		if h == "" {
+			return nil, fmt.Errorf("dburl: %q: host %d of %d is empty (hosts are separated by single commas)", redactHosts(u, hosts), i+1, len(hosts))
+		}
+		addr, err := hostPort(h)
+		if err != nil {
+			return nil, fmt.Errorf("dburl: %q: host %d of %d, %q: %v", redactHosts(u, hosts), i+1, len(hosts), h, err)
+		}
+		if seen[addr] {
+			return nil, fmt.Errorf("dburl: %q lists %s twice", redactHosts(u, hosts), addr)
+		}
+		seen[addr] = true
+		u.Host = addr
+		if dsns[i], err = mysqlDSN(u); err != nil {
+			return nil, err
+		}
+	}
+	return dsns, nil
+}
+
+// splitHosts finds a comma-separated host list in rawURL's authority. With
+// several hosts it returns them and rawURL with a single stand-in host, so
+// that it parses as a URL; with one, nil and rawURL unchanged.
+func splitHosts(rawURL string) ([]string, string, error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, rawURL, nil
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority := rest[:end]
+	at := strings.LastIndex(authority, "@") + 1
+	list := authority[at:]
+	if !strings.Contains(list, ",") || strings.Contains(rest[end:], "@") {
+		// One host; or a "/", "?" or "#" before the user's "@", which
+		// url.Parse refuses, as it should: what precedes it is no host
+		// list, and may be a password.
+		return nil, rawURL, nil
+	}
+	return strings.Split(list, ","), scheme + "://" + authority[:at] + hostsStandIn + rest[end:], nil
+}
+
+// hostsStandIn stands for a host list in a URL given to url.Parse.
+const hostsStandIn = "mailspool-hosts.invalid"
+
+// hostPort checks one host of a list: host, host:port, [v6] or [v6]:port;
+// the port defaults to 3306.
+func hostPort(h string) (string, error) {
+	host, port := h, "3306"
+	if strings.HasPrefix(h, "[") || strings.Count(h, ":") == 1 {
+		if i := strings.LastIndex(h, "]"); !strings.Contains(h[max(i, 0):], ":") {
+			h += ":3306" // [v6] without a port
+		}
+		var err error
+		if host, port, err = net.SplitHostPort(h); err != nil {
+			return "", fmt.Errorf("not host:port (%v)", err)
+		}
+	} else if strings.Contains(h, ":") {
+		return "", errors.New("an IPv6 address must be in brackets, e.g. [::1]:3306")
+	}
+	if host == "" {
+		return "", errors.New("no host name before the port")
+	}
+	if strings.ContainsAny(host, "/@ ") {
+		return "", errors.New("not a host name")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// redactHosts is u, redacted, with its host list put back.
+func redactHosts(u *url.URL, hosts []string) string {
+	v := *u
+	v.Host = hostsStandIn
+	return strings.Replace(transport.RedactURL(&v), hostsStandIn, strings.Join(hosts, ","), 1)
+}
+
+// mysqlDSN converts a parsed mysql:// URL naming one host into a DSN.
+func mysqlDSN(u *url.URL) (string, error) {
 	cfg := mysql.NewConfig()
 	cfg.User = u.User.Username()
 	cfg.Passwd, _ = u.User.Password()

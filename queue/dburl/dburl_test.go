@@ -137,6 +137,8 @@ func FuzzOpenHidesPassword(f *testing.F) {
 		for _, form := range []string{
 			"mysql://root:%s@127.0.0.1:3306/app",
 			"mysql://root:%s@127.0.0.1:3306/app?parseTime=maybe",
+			"mysql://root:%s@127.0.0.1:3306,db2:x/app",
+			"mysql://root:%s@db1,db2/app?tls=x",
 			"mariadb://:%s@db/app?socket=/run/x.sock&x=1",
 			"root:%s@tcp(127.0.0.1:3306)/app",
 			"root:%s@db.internal",
@@ -185,4 +187,49 @@ func TestConnectIsBounded(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no answer from the database server within 10s")
 	assert.NotContains(t, err.Error(), "s3cret")
+}
+
+// TestMySQLHostList: a mysql:// URL may list several hosts, each with or
+// without a port ([v6] in brackets); each becomes a DSN, in order, with
+// the URL's parameters.
+func TestMySQLHostList(t *testing.T) {
+	dsns, err := MySQLDSNs("mysql://app:p%40ss@db1:3307,db2,[::1]:3308,[fd00::2]/shop?tls=skip-verify")
+	require.NoError(t, err)
+	require.Len(t, dsns, 4)
+	for i, addr := range []string{"db1:3307", "db2:3306", "[::1]:3308", "[fd00::2]:3306"} {
+		assert.True(t, strings.HasPrefix(dsns[i], "app:p@ss@tcp("+addr+")/shop?"), dsns[i])
+		assert.Contains(t, dsns[i], "tls=skip-verify")
+		assert.Contains(t, dsns[i], "interpolateParams=true")
+	}
+	one, err := MySQLDSNs("mysql://root@127.0.0.1:3306/test")
+	require.NoError(t, err)
+	assert.Len(t, one, 1)
+	_, err = MySQLDSN("mysql://root:hunter2@db1,db2/shop")
+	assert.ErrorContains(t, err, "lists 2 hosts and a go-sql-driver DSN names one")
+	assert.NotContains(t, err.Error(), "hunter2")
+
+	for in, want := range map[string]string{
+		"mysql://root:hunter2@db1,,db2/shop":              `host 2 of 3 is empty`,
+		"mysql://root:hunter2@db1,/shop":                  `host 2 of 2 is empty`,
+		"mysql://root:hunter2@db1,db2:99999/shop":         `host 2 of 2, "db2:99999": port "99999" is not a number from 1 to 65535`,
+		"mysql://root:hunter2@db1,db2:x/shop":             `port "x" is not a number`,
+		"mysql://root:hunter2@db1,db2:/shop":              `port "" is not a number`,
+		"mysql://root:hunter2@db1,:3306/shop":             `no host name before the port`,
+		"mysql://root:hunter2@db1,::1/shop":               `an IPv6 address must be in brackets`,
+		"mysql://root:hunter2@db1,db1:3306/shop":          `lists db1:3306 twice`,
+		"mysql://root:hunter2@db1,db2/shop?socket=/x.sck": `lists 2 hosts and a socket`,
+		"mysql://root:hunter2@db1,db2/":                   `must name one database`,
+		"mysql://root:hunter2@db1,db2/shop?tls=maybe!":    `bad parameters`,
+		// A "/" or "?" in the password: no host list, and never shown.
+		"mysql://root:hun,ter2/x@db1,db2/shop": `cannot parse "mysql://xxxxx@db1,db2/shop"`,
+		"mysql://root:hun,ter2?x@db1,db2/shop": `cannot parse "mysql://xxxxx@db1,db2/shop"`,
+	} {
+		_, err := Open(in)
+		require.Error(t, err, in)
+		assert.Contains(t, err.Error(), want, in)
+		assert.NotContains(t, err.Error(), "hunter2", in)
+		assert.NotContains(t, err.Error(), "ter2", in)
+	}
+	_, err = Open("mysql://root:hunter2@db1:3306,db2:x/shop")
+	assert.ErrorContains(t, err, `"mysql://root:xxxxx@db1:3306,db2:x/shop"`, "the error shows the whole list")
 }
