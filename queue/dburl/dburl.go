@@ -30,7 +30,7 @@
 //
 //	import _ "modernc.org/sqlite"
 //
-// as cmd/mailspool does in drivers.go, and a MySQL-only program does not
+// as package cli does in drivers.go, and a MySQL-only program does not
 // carry SQLite.
 package dburl
 
