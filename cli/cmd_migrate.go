@@ -11,6 +11,7 @@ import (
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/suppress"
+	"github.com/mailspool/mailspool/throttle"
 )
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
@@ -51,10 +52,13 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if err := inbound.Migrate(ctx, db); err != nil {
 		return err
 	}
+	if err := throttle.Migrate(ctx, db); err != nil {
+		return err
+	}
 	for _, l := range lanes {
 		fmt.Fprintf(e.stdout, "lane %s: table %s is at schema version %d\n", l.Lane.Name, l.Lane.Table, queue.SchemaVersion())
 	}
-	fmt.Fprintf(e.stdout, "suppression list: table %s; provider events: table %s\n", suppress.Table, inbound.Table)
+	fmt.Fprintf(e.stdout, "suppression list: table %s; provider events: table %s; send limits: tables %s, %s\n", suppress.Table, inbound.Table, throttle.KeysTable, throttle.SlotsTable)
 	return nil
 }
 
@@ -96,8 +100,12 @@ func printMigrationSQL(e *env, sf storeFlags, lane, store string, from int) erro
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	fmt.Fprintf(e.stdout, "-- mailspool suppression list and provider events, %s\n", store)
-	for _, s := range append(stmts, events...) {
+	limits, err := throttle.SchemaSQL(store)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	fmt.Fprintf(e.stdout, "-- mailspool suppression list, provider events and send limits, %s\n", store)
+	for _, s := range append(append(stmts, events...), limits...) {
 		fmt.Fprintf(e.stdout, "%s;\n\n", s)
 	}
 	return nil
