@@ -39,6 +39,7 @@ type mailSpec struct {
 	HTML           string       `json:"html,omitempty"`
 	Headers        []headerSpec `json:"headers,omitempty"`
 	Template       string       `json:"template,omitempty"`
+	List           string       `json:"list,omitempty"`
 	MaxAttempts    int          `json:"max_attempts,omitempty"`
 	NotAfter       string       `json:"not_after,omitempty"`
 	Delay          string       `json:"delay,omitempty"`
@@ -213,6 +214,7 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 	fs.StringVar(&f.htmlFile, "html-file", "", "read the HTML body from this file")
 	fs.Var(&f.headers, "header", "extra header \"Name: value\" (repeatable)")
 	fs.StringVar(&m.Template, "template", "", "template name, kept for statistics")
+	fs.StringVar(&m.List, "list", "", "the mailing list of a bulk lane the mail belongs to (its unsubscribe link unsubscribes from that list only)")
 	fs.IntVar(&m.MaxAttempts, "max-attempts", 0, "attempts before failing (1 = single attempt); default the lane's")
 	fs.StringVar(&m.NotAfter, "not-after", "", "drop the mail if not sent by this RFC 3339 time")
 	fs.StringVar(&m.Delay, "delay", "", "send no earlier than this long from now (e.g. 10m, 2d)")
@@ -459,6 +461,9 @@ func (s mailSpec) build() (*transport.Message, []queue.Option, error) {
 	var opts []queue.Option
 	if s.Priority != nil {
 		opts = append(opts, queue.Priority(*s.Priority))
+	}
+	if s.List != "" {
+		opts = append(opts, queue.List(s.List))
 	}
 	if s.Template != "" {
 		opts = append(opts, queue.Template(s.Template))

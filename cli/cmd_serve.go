@@ -12,6 +12,7 @@ import (
 	"github.com/mailspool/mailspool/admin"
 	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/metrics"
+	"github.com/mailspool/mailspool/unsubscribe"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -43,6 +44,16 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	unsub, err := cfg.UnsubscribeHandler(db, log)
+	if err != nil {
+		return err
+	}
+	if unsub != nil {
+		counters.Unsubscribe(unsub)
+		mux.Handle(unsubscribe.Prefix, unsub)
+	}
 	if cfg.AdminListen != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(counters)
@@ -58,7 +69,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("serve: listen on %s: %w", addr, err)
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

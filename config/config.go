@@ -74,6 +74,7 @@ type fileConfig struct {
 	Alerts      *alertsConfig         `toml:"alerts"`
 	StatusPage  *statusPageConfig     `toml:"status_page"`
 	Serve       *serveConfig          `toml:"serve"`
+	Unsubscribe *unsubscribeConfig    `toml:"unsubscribe"`
 	Lanes       map[string]laneConfig `toml:"lanes"`
 }
 
@@ -102,6 +103,7 @@ type laneConfig struct {
 	Rules              []ruleConfig       `toml:"rules"`
 	Alerts             *laneAlertsConfig  `toml:"alerts"`
 	Suppression        *suppressionConfig `toml:"suppression"`
+	Bulk               bool               `toml:"bulk"`
 }
 
 // ruleConfig is one [[lanes.NAME.rules]] entry: a classify.Rule.
@@ -137,6 +139,9 @@ type Config struct {
 	// Serve is the provider webhooks' endpoint (mailspool serve); nil
 	// without [serve].
 	Serve *Serve
+	// Unsubscribe is one-click unsubscribe for the bulk lanes; nil
+	// without [unsubscribe].
+	Unsubscribe *Unsubscribe
 }
 
 // Lane is everything one lane's worker needs.
@@ -153,6 +158,10 @@ type Lane struct {
 	// Suppression is the lane's suppression policy
 	// ([lanes.NAME.suppression]); Screen applies it.
 	Suppression suppress.Policy
+	// Bulk is the config's Unsubscribe for a lane marked bulk
+	// (lanes.NAME.bulk): its mail carries one-click unsubscribe headers.
+	// nil for a transactional lane.
+	Bulk *Unsubscribe
 }
 
 var laneName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -195,7 +204,10 @@ func Load(path, database string) (*Config, error) {
 		return nil, err
 	}
 	var err error
-	if cfg.Serve, err = loadServe(fc.Serve); err != nil {
+	if cfg.Unsubscribe, err = loadUnsubscribe(fc.Unsubscribe); err != nil {
+		return nil, err
+	}
+	if cfg.Serve, err = loadServe(fc.Serve, cfg.Unsubscribe != nil); err != nil {
 		return nil, err
 	}
 	if v := os.Getenv("MAILSPOOL_DATABASE"); v != "" {
@@ -222,6 +234,12 @@ func Load(path, database string) (*Config, error) {
 			return nil, fmt.Errorf("config: lanes.%s: lanes %s and %s would both take their transport from %s; rename one", name, other, name, laneEnv(name))
 		}
 		envs[laneEnv(name)] = name
+		if fc.Lanes[name].Bulk {
+			if cfg.Unsubscribe == nil {
+				return nil, fmt.Errorf("config: lanes.%s.bulk: a bulk lane's mail carries one-click unsubscribe links: configure [unsubscribe] (url, keys)", name)
+			}
+			ls.Bulk = cfg.Unsubscribe
+		}
 		if ls.Alerts, err = laneAlerts(name, ls.Transport, fc.Lanes[name].Alerts, cfg.Alerts != nil); err != nil {
 			return nil, err
 		}

@@ -52,7 +52,8 @@ func buildPolicy(sc *suppressionConfig) (suppress.Policy, error) {
 
 // Screen connects each lane to the suppression list on db under its
 // policy (Lane.Suppression), setting Lane.Lane.Screen: every lane checks
-// the list at enqueue and at claim unless its policy bypasses it. Run does
+// the list at enqueue and at claim unless its policy bypasses it, and a
+// bulk lane adds its unsubscribe headers and checks its lists' scopes. Run does
 // it; a program that enqueues through config's lanes calls it once after
 // Load. The suppression table must exist (mailspool migrate, or
 // suppress.Migrate).
@@ -62,7 +63,9 @@ func Screen(db *sql.DB, lanes []Lane) error {
 		return err
 	}
 	for i := range lanes {
-		lanes[i].Lane.Screen = list.Screen(lanes[i].Lane.Name, lanes[i].Suppression)
+		if err := screenLane(list, &lanes[i]); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"github.com/mailspool/mailspool/inbound"
+	"github.com/mailspool/mailspool/unsubscribe"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,6 +12,7 @@ import (
 type Inbound struct {
 	events   *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	unsub    *prometheus.CounterVec
 }
 
 // NewInbound returns the webhook counters, at zero.
@@ -24,7 +26,16 @@ func NewInbound() *Inbound {
 			Name: "mailspool_webhook_rejected_total",
 			Help: "Webhook requests refused with a 4xx, by provider and reason (signature, malformed, too_large, method).",
 		}, []string{"provider", "reason"}),
+		unsub: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailspool_unsubscribe_requests_total",
+			Help: "Requests to the one-click unsubscribe links, by outcome (unsubscribed, already, page, invalid, bad_request).",
+		}, []string{"outcome"}),
 	}
+}
+
+// Unsubscribe makes h count its requests.
+func (m *Inbound) Unsubscribe(h *unsubscribe.Handler) {
+	h.ObserveFunc = func(outcome string) { m.unsub.WithLabelValues(outcome).Inc() }
 }
 
 // Options returns o with the counters as its ObserveFunc and RejectFunc.
@@ -38,10 +49,12 @@ func (m *Inbound) Options(o inbound.Options) inbound.Options {
 func (m *Inbound) Describe(ch chan<- *prometheus.Desc) {
 	m.events.Describe(ch)
 	m.rejected.Describe(ch)
+	m.unsub.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *Inbound) Collect(ch chan<- prometheus.Metric) {
 	m.events.Collect(ch)
 	m.rejected.Collect(ch)
+	m.unsub.Collect(ch)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/mail"
+	"regexp"
 	"strings"
 	"time"
 
@@ -65,6 +66,7 @@ type enqueueOptions struct {
 	notAfter    time.Time
 	delay       time.Duration
 	template    string
+	list        string
 }
 
 // Priorities of mail within a lane: due mail is claimed highest priority
@@ -186,6 +188,25 @@ func Template(name string) Option {
 	}
 }
 
+// listName is the form of a list's name: that of a lane, as suppression
+// scopes are written.
+var listName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+// List names the mailing list the mail belongs to (a newsletter, a
+// digest): on a lane whose Screen handles lists (package unsubscribe), the
+// mail carries that list's unsubscribe link, and a recipient who
+// unsubscribed from the list is refused. A lane without lists refuses the
+// option. Names are lower-case letters, digits, _ and -, at most 64.
+func List(name string) Option {
+	return func(o *enqueueOptions) error {
+		if !listName.MatchString(name) {
+			return &InvalidError{Reason: fmt.Sprintf("list name %q: want lower-case letters, digits, _ and -, starting with a letter, at most 64", name)}
+		}
+		o.list = name
+		return nil
+	}
+}
+
 // Enqueue validates m and inserts it into the lane's table through exec,
 // normally the caller's transaction, and returns the row id. When the
 // transaction rolls back, neither the mail nor its rate-limit counts remain;
@@ -207,6 +228,9 @@ func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, op
 	o.setDuplicate(false)
 	m, err := normalizeAddresses(m)
 	if err != nil {
+		return 0, err
+	}
+	if m, err = q.prepare(m, &o); err != nil {
 		return 0, err
 	}
 	if n := m.EncodedSize(); n > q.lane.MaxSize {
@@ -289,7 +313,7 @@ func (q *Queue) enqueueInTx(ctx context.Context, exec DBTX, m *transport.Message
 			return id, err
 		}
 	}
-	if err := q.checkEnqueue(ctx, exec, m.To.Address); err != nil {
+	if err := q.checkEnqueue(ctx, exec, m.To.Address, o.list); err != nil {
 		return 0, err
 	}
 	undo, err := q.countLimits(ctx, exec, m, o, now)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
 // ErrSuppressed matches the error Enqueue returns when the recipient is on
@@ -49,6 +51,19 @@ type Screen struct {
 	// An error from it fails the recording, which the worker retries.
 	// nil: nothing is fed.
 	FailedFunc func(ctx context.Context, tx DBTX, failed []Failure) error
+	// PrepareFunc, when not nil, is called at enqueue, before anything is
+	// checked or written, with the message (its MessageID set) and the
+	// list the enqueue named (List; "" when none). It returns the message
+	// to store (a bulk lane's adds its List-Unsubscribe headers) and the
+	// list the mail belongs to ("" none), or an error that refuses the
+	// enqueue. nil: the lane has no lists, and List is refused.
+	PrepareFunc func(m *transport.Message, list string) (*transport.Message, string, error)
+	// ListOf returns the list a stored message belongs to ("" none), read
+	// from what PrepareFunc made of it, so that the claim checks the list
+	// too. CheckListFunc is CheckFunc for mail of a list: it checks the
+	// list's scope beside the lane's. Both nil: lists are not checked.
+	ListOf        func(m *transport.Message) string
+	CheckListFunc func(ctx context.Context, tx DBTX, list string, addrs []string) (map[string]Suppression, error)
 }
 
 // Failure is a mail that failed permanently after a send.
@@ -65,13 +80,43 @@ type Failure struct {
 // because its recipient was suppressed while it waited.
 const kindSuppressed = "suppressed"
 
+// prepare hands m to the lane's PrepareFunc, which knows the lists.
+func (q *Queue) prepare(m *transport.Message, o *enqueueOptions) (*transport.Message, error) {
+	s := q.lane.Screen
+	if s == nil || s.PrepareFunc == nil {
+		if o.list != "" {
+			return nil, &InvalidError{Reason: "lane " + q.lane.Name + " has no lists (it is not a bulk lane): list " + o.list + " cannot be named"}
+		}
+		return m, nil
+	}
+	if m.MessageID == "" {
+		c := *m
+		c.MessageID = transport.NewMessageID(m.From.Address)
+		m = &c
+	}
+	m, list, err := s.PrepareFunc(m, o.list)
+	if err != nil {
+		return nil, err
+	}
+	o.list = list
+	return m, nil
+}
+
+// check is the Screen's check of addrs, for mail of list ("" none).
+func (s *Screen) check(ctx context.Context, tx DBTX, list string, addrs []string) (map[string]Suppression, error) {
+	if list != "" && s.CheckListFunc != nil {
+		return s.CheckListFunc(ctx, tx, list, addrs)
+	}
+	return s.CheckFunc(ctx, tx, addrs)
+}
+
 // checkEnqueue refuses m's recipient when the lane's Screen says so.
-func (q *Queue) checkEnqueue(ctx context.Context, exec DBTX, to string) error {
+func (q *Queue) checkEnqueue(ctx context.Context, exec DBTX, to, list string) error {
 	s := q.lane.Screen
 	if s == nil || s.CheckFunc == nil {
 		return nil
 	}
-	found, err := s.CheckFunc(ctx, exec, []string{to})
+	found, err := s.check(ctx, exec, list, []string{to})
 	if err != nil {
 		return err
 	}
@@ -89,19 +134,34 @@ func (q *Queue) screenClaimed(ctx context.Context, tx DBTX, ex execer, jobs []*j
 	if s == nil || s.CheckFunc == nil || len(jobs) == 0 {
 		return jobs, nil
 	}
-	addrs := make([]string, len(jobs))
+	// One check per list among the claimed (usually one): a recipient
+	// may be unsubscribed from one list and not another.
+	lists := make([]string, len(jobs))
+	byList := map[string][]string{}
 	for i, j := range jobs {
-		addrs[i] = j.msg.To.Address
+		if s.ListOf != nil {
+			lists[i] = s.ListOf(&j.msg)
+		}
+		byList[lists[i]] = append(byList[lists[i]], j.msg.To.Address)
 	}
-	found, err := s.CheckFunc(ctx, tx, addrs)
-	if err != nil || len(found) == 0 {
-		return jobs, err
+	found := map[string]map[string]Suppression{}
+	hit := false
+	for list, addrs := range byList {
+		f, err := s.check(ctx, tx, list, addrs)
+		if err != nil {
+			return jobs, err
+		}
+		found[list] = f
+		hit = hit || len(f) > 0
+	}
+	if !hit {
+		return jobs, nil
 	}
 	send := jobs[:0:0]
 	var ups []rowUpdate
 	now := q.clock.Now()
-	for _, j := range jobs {
-		sup, ok := found[j.msg.To.Address]
+	for i, j := range jobs {
+		sup, ok := found[lists[i]][j.msg.To.Address]
 		if !ok {
 			send = append(send, j)
 			continue

@@ -146,6 +146,12 @@ func scanEntry(s scanner) (Entry, error) {
 // address as given. It reads through q: the caller's transaction, so that
 // the answer is the one its writes are made under.
 func (l *List) Lookup(ctx context.Context, q Querier, lane string, addrs []string) (map[string]Entry, error) {
+	return l.LookupScopes(ctx, q, []string{lane}, addrs)
+}
+
+// LookupScopes is Lookup for mail that belongs to several scopes besides
+// "all": a lane and a list of it (package unsubscribe).
+func (l *List) LookupScopes(ctx context.Context, q Querier, scopes []string, addrs []string) (map[string]Entry, error) {
 	norm := make(map[string][]string, len(addrs)) // normalized → as given
 	var args []any
 	for _, a := range addrs {
@@ -161,8 +167,12 @@ func (l *List) Lookup(ctx context.Context, q Querier, lane string, addrs []strin
 	if len(args) == 0 {
 		return nil, nil
 	}
-	where := `scope IN (?, ?) AND (expires_at IS NULL OR expires_at > ?)`
-	tail := []any{ScopeAll, lane, l.now().UnixMilli()}
+	where := `scope IN (?` + strings.Repeat(`, ?`, len(scopes)) + `) AND (expires_at IS NULL OR expires_at > ?)`
+	tail := []any{ScopeAll}
+	for _, s := range scopes {
+		tail = append(tail, s)
+	}
+	tail = append(tail, l.now().UnixMilli())
 	found := map[string]Entry{}
 	keep := func(e Entry) {
 		for _, given := range norm[e.Address] {

@@ -1,0 +1,67 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mailspool/mailspool/config"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const unsubscribeOK = `
+[lanes.news]
+transport = "fake://"
+bulk = true
+
+[lanes.tx]
+transport = "fake://"
+table = "tx_queue"
+
+[unsubscribe]
+url = "https://mail.example.com/u/"
+
+[[unsubscribe.keys]]
+id = "k2"
+secret_env = "TEST_UNSUB_K2"
+
+[[unsubscribe.keys]]
+id = "k1"
+secret_env = "TEST_UNSUB_K1"
+until = "2027-03-01T00:00:00Z"
+`
+
+func TestUnsubscribeConfig(t *testing.T) {
+	t.Setenv("TEST_UNSUB_K2", strings.Repeat("0f", 32))
+	t.Setenv("TEST_UNSUB_K1", "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldC0xMjM0NTY=")
+	cfg, err := config.Load(writeConfig(t, unsubscribeOK), "")
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Unsubscribe)
+	for _, l := range cfg.Lanes {
+		assert.Equal(t, l.Lane.Name == "news", l.Bulk != nil, l.Lane.Name)
+	}
+
+	for _, c := range []struct{ edit, old, want string }{
+		{"bulk = true", "", ""},
+		{`url = "https://mail.example.com/u/"`, `url = "http://mail.example.com/u/"`, "unsubscribe.url"},
+		{`secret_env = "TEST_UNSUB_K2"`, `secret_env = "TEST_UNSUB_NONE"`, "TEST_UNSUB_NONE is empty or not set"},
+		{`until = "2027-03-01T00:00:00Z"`, `until = "soon"`, "unsubscribe.keys[1].until"},
+		{`until = "2027-03-01T00:00:00Z"`, ``, "a retired key needs the end of its grace period"},
+	} {
+		text := unsubscribeOK
+		if c.want == "" { // a bulk lane without [unsubscribe]
+			text = text[:strings.Index(text, "[unsubscribe]")]
+			c.want = "lanes.news.bulk"
+		} else {
+			text = strings.Replace(text, c.edit, c.old, 1)
+		}
+		_, err := config.Load(writeConfig(t, text), "")
+		require.Error(t, err, c.want)
+		assert.Contains(t, err.Error(), c.want)
+	}
+	t.Setenv("TEST_UNSUB_K2", "short-secret-that-is-not-hex")
+	_, err = config.Load(writeConfig(t, unsubscribeOK), "")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "short-secret", "the secret never appears in an error")
+}

@@ -1,0 +1,135 @@
+package unsubscribe
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
+	"github.com/mailspool/mailspool/transport"
+)
+
+// Links says where a bulk mail's unsubscribe links point.
+type Links struct {
+	// URL is the public base URL of Handler, ending in "/u/": the token is
+	// appended ("https://mail.example.com/u/"). https only.
+	URL string
+	// Mailto, when not "", is an address added as a second
+	// List-Unsubscribe method, with the token as its subject. mailspool
+	// does not read that mailbox; it is for the mail clients that only
+	// offer mailto.
+	Mailto string
+}
+
+// maxURL bounds Links.URL, so that a header with the longest token stays
+// under a line's 998 characters.
+const maxURL = 200
+
+// Check reports what is wrong with l.
+func (l Links) Check() error {
+	u, err := url.Parse(l.URL)
+	switch {
+	case l.URL == "":
+		return fmt.Errorf("unsubscribe: url missing (the public address of mailspool serve's /u/, e.g. https://mail.example.com/u/)")
+	case err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("unsubscribe: url %q: want https://HOST/.../u/ (RFC 8058 asks for https)", l.URL)
+	case !strings.HasSuffix(u.Path, "/u/"):
+		return fmt.Errorf("unsubscribe: url %q: must end in /u/, where mailspool serve answers", l.URL)
+	case len(l.URL) > maxURL:
+		return fmt.Errorf("unsubscribe: url of %d bytes, at most %d", len(l.URL), maxURL)
+	}
+	if l.Mailto != "" {
+		if _, err := suppress.Normalize(l.Mailto); err != nil || strings.ContainsAny(l.Mailto, "<>?") {
+			return fmt.Errorf("unsubscribe: mailto %q is not a bare address", l.Mailto)
+		}
+	}
+	return nil
+}
+
+// The headers a bulk lane adds; the caller may not set them.
+const (
+	HeaderUnsubscribe     = "List-Unsubscribe"
+	HeaderUnsubscribePost = "List-Unsubscribe-Post"
+	HeaderListID          = "List-Id"
+)
+
+// Lane makes base, the queue.Screen of a bulk lane named lane (from
+// suppress.List.Screen), add the unsubscribe headers to each mail when it
+// is stored and check the scope of the mail's list: the list named at
+// enqueue, or the lane's own name. list is the suppression list base
+// checks. A transactional lane is left as it is.
+func Lane(base *queue.Screen, list *suppress.List, lane string, s *Signer, links Links) (*queue.Screen, error) {
+	if err := links.Check(); err != nil {
+		return nil, err
+	}
+	out := *base
+	out.PrepareFunc = func(m *transport.Message, name string) (*transport.Message, string, error) {
+		if name == "" {
+			name = lane
+		}
+		for _, h := range m.Headers {
+			for _, own := range []string{HeaderUnsubscribe, HeaderUnsubscribePost, HeaderListID} {
+				if strings.EqualFold(h.Name, own) {
+					return nil, "", &queue.InvalidError{Reason: "header " + h.Name + ": lane " + lane + " is a bulk lane and sets it itself"}
+				}
+			}
+		}
+		rcpt, err := suppress.Normalize(m.To.Address)
+		if err != nil {
+			return nil, "", &queue.InvalidError{Reason: err.Error()}
+		}
+		tok, err := s.Token(Claim{List: name, MailID: MailID(m.MessageID), Recipient: rcpt})
+		if err != nil {
+			return nil, "", err
+		}
+		value := "<" + links.URL + tok + ">"
+		if links.Mailto != "" {
+			value += ", <mailto:" + links.Mailto + "?subject=unsubscribe%20" + tok + ">"
+		}
+		c := *m
+		c.Headers = append(append([]transport.Header(nil), m.Headers...),
+			transport.Header{Name: HeaderUnsubscribe, Value: value},
+			transport.Header{Name: HeaderUnsubscribePost, Value: "List-Unsubscribe=One-Click"})
+		if _, domain, ok := strings.Cut(m.From.Address, "@"); ok {
+			c.Headers = append(c.Headers, transport.Header{Name: HeaderListID, Value: "<" + name + "." + domain + ">"})
+		}
+		if err := c.Validate(); err != nil {
+			return nil, "", err
+		}
+		return &c, name, nil
+	}
+	out.ListOf = ListOf
+	if base.CheckFunc != nil { // a lane that bypasses the list checks no list either
+		out.CheckListFunc = func(ctx context.Context, tx queue.DBTX, name string, addrs []string) (map[string]queue.Suppression, error) {
+			found, err := list.LookupScopes(ctx, tx, []string{lane, name}, addrs)
+			if err != nil || len(found) == 0 {
+				return nil, err
+			}
+			out := make(map[string]queue.Suppression, len(found))
+			for a, e := range found {
+				out[a] = queue.Suppression{Reason: string(e.Reason), Since: e.CreatedAt, Source: e.Source}
+			}
+			return out, nil
+		}
+	}
+	return &out, nil
+}
+
+// ListOf returns the list a stored mail belongs to, from the
+// List-Unsubscribe header Lane added; "" when it has none.
+func ListOf(m *transport.Message) string {
+	for _, h := range m.Headers {
+		if !strings.EqualFold(h.Name, HeaderUnsubscribe) {
+			continue
+		}
+		_, rest, ok := strings.Cut(h.Value, "/u/")
+		if !ok {
+			return ""
+		}
+		tok, _, _ := strings.Cut(rest, ">")
+		return listOfToken(tok)
+	}
+	return ""
+}
