@@ -6,9 +6,11 @@
 //
 // The package holds only tests. They run when MAILSPOOL_FAULTS=1, serially:
 //
-//	MAILSPOOL_FAULTS=1 go test -count=1 -p 1 -v -timeout 10m ./internal/faultsuite/
+//	MAILSPOOL_FAULTS=1 go test -count=1 -p 1 -v -timeout 30m ./internal/faultsuite/
 //
 // The scenario that restarts a database server starts a private mariadbd of
-// its own; it runs under CI=true or with MAILSPOOL_FAULTS_RESTART=1.
+// its own; it runs under CI=true or with MAILSPOOL_FAULTS_RESTART=1. The
+// Galera scenario starts a private 3-node cluster on loopback; it runs
+// under CI=true or with MAILSPOOL_GALERA=1.
 // docs/RELIABILITY.md describes each scenario and the figures measured.
 package faultsuite
