@@ -40,12 +40,12 @@ func galeraMails(t *testing.T) int {
 // galeraNode is one mariadbd of a private Galera cluster: its own data
 // directory, SQL port, group communication (gcomm), IST and SST ports.
 type galeraNode struct {
-	name                     string
-	dir                      string
-	port, gcomm, ist, sst    int
-	cmd                      *exec.Cmd
-	exited                   chan struct{}
-	conflictsAtKill          int64 // read before the node was killed
+	name                  string
+	dir                   string
+	port, gcomm, ist, sst int
+	cmd                   *exec.Cmd
+	exited                chan struct{}
+	conflictsAtKill       int64 // read before the node was killed
 }
 
 // galera is a private 3-node MariaDB Galera cluster on loopback, never the
@@ -219,7 +219,7 @@ func (n *galeraNode) status(name string) (string, error) {
 	db := n.server()
 	defer db.Close()
 	var k, v string
-	err := db.QueryRow("SHOW GLOBAL STATUS LIKE '" + name + "'").Scan(&k, &v)
+	err := db.QueryRow("SHOW GLOBAL STATUS LIKE '"+name+"'").Scan(&k, &v)
 	return v, err
 }
 
