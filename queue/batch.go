@@ -230,9 +230,21 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 		}
 		defer func() { j.msg.Attachments = nil }()
 	}
+	release, wait, terr := w.acquire(ctx, j)
+	if wait > 0 || terr != nil {
+		if terr != nil {
+			w.log.Warn("checking the send limits failed; the mail is given back", "id", j.id, "err", terr)
+			wait = ThrottleRetry
+		}
+		now := w.q.clock.Now()
+		return w.q.lane.Retry.next(j, event{kind: evReleased, due: now.Add(wait).UnixMilli()}, now)
+	}
 	start := time.Now()
 	receipt, err := w.tr.Send(ctx, &j.msg)
 	took := time.Since(start)
+	if release != nil {
+		release(err)
+	}
 	w.timeSend(took)
 	kind := verdict(err)
 	now := w.q.clock.Now()
@@ -247,4 +259,13 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	u := w.q.lane.Retry.next(j, event{kind: evAnswered, send: sendResult{receipt: receipt, err: err, kind: kind, connStreak: streak}}, now)
 	w.observeOutcome(j, u, kind.String(), err, true, took)
 	return u
+}
+
+// acquire takes j's send budget from the lane's Throttle, if it has one.
+func (w *Worker) acquire(ctx context.Context, j *job) (release func(error), wait time.Duration, err error) {
+	t := w.q.lane.Throttle
+	if t == nil || t.AcquireFunc == nil {
+		return nil, 0, nil
+	}
+	return t.AcquireFunc(ctx, ThrottledSend{Lane: w.q.lane.Name, ID: j.id, Address: j.msg.To.Address, Holder: j.token + "." + strconv.FormatInt(j.id, 36)})
 }

@@ -83,6 +83,9 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 	if jobs, err = q.screenClaimed(ctx, tx, tx, jobs, token); err != nil {
 		return nil, fmt.Errorf("queue: claim: checking the suppression list: %w", err)
 	}
+	if jobs, err = q.throttleClaimed(ctx, tx, tx, jobs, token); err != nil {
+		return nil, fmt.Errorf("queue: claim: checking the send limits: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("queue: claim: commit: %w", err)
 	}

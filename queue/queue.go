@@ -83,6 +83,10 @@ type Lane struct {
 	// (package suppress): checked at enqueue and at each claim, and told
 	// of permanent failures.
 	Screen *Screen
+	// Throttle, when not nil, connects the lane to send limits shared by
+	// every worker (package throttle): checked at each claim and before
+	// each send.
+	Throttle *Throttle
 }
 
 // DefaultMaxSize is the default Lane.MaxSize.

@@ -1,0 +1,280 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/mailspool/mailspool/mailaddr"
+	"github.com/mailspool/mailspool/queue"
+)
+
+// Group is a set of recipient domains that share one limit: a receiver
+// (gmail.com and googlemail.com are one Gmail).
+type Group struct {
+	// Name names the group's key ("domain:" + Name).
+	Name string
+	// Match lists the domains: exact ("gmail.com") or patterns with *
+	// ("*.outlook.com" is every subdomain, "hotmail.*" every hotmail
+	// domain), compared with the recipient's domain in lower case.
+	Match []string
+	Rate  Rate
+	// Concurrency bounds the group's sends in flight at once; 0 is none.
+	Concurrency int
+}
+
+var groupName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// Check says what is wrong with g, if anything.
+func (g Group) Check() error {
+	if !groupName.MatchString(g.Name) {
+		return fmt.Errorf("domain group %q: a name is 1 to 63 of a-z, 0-9, '.', '_', '-'", g.Name)
+	}
+	if len(g.Match) == 0 {
+		return fmt.Errorf("domain group %s: no domain to match", g.Name)
+	}
+	for _, m := range g.Match {
+		if m == "" || strings.ContainsAny(m, "@/ ") {
+			return fmt.Errorf("domain group %s: %q is not a domain or pattern", g.Name, m)
+		}
+		if _, err := path.Match(strings.ToLower(m), "x"); err != nil {
+			return fmt.Errorf("domain group %s: pattern %q: %v", g.Name, m, err)
+		}
+	}
+	return Limit{Key: "domain:" + g.Name, Rate: g.Rate, Concurrency: g.Concurrency}.check()
+}
+
+func (g Group) matches(domain string) bool {
+	for _, m := range g.Match {
+		if ok, _ := path.Match(strings.ToLower(m), domain); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Policy is one lane's limits: what every mail of the lane takes (the
+// lane's own and its provider's), what mail to a domain group takes, and
+// the rules that slow a key down when a reply asks for it.
+type Policy struct {
+	Lane  string
+	Store *Store
+	// Limits apply to every mail of the lane (keys "lane:NAME",
+	// "provider:NAME"): a provider's key shared by lanes that send
+	// through the same account limits them together.
+	Limits []Limit
+	// Groups are the domain groups; a recipient takes the limit of the
+	// first group whose Match fits its domain, or none.
+	Groups []Group
+	// Lease is how long a send's slots are held at most: a worker killed
+	// mid-send loses them when it ends. Default DefaultLease; it should
+	// exceed the lane's send timeout.
+	Lease time.Duration
+	// Rules slow a key down on the replies they match; nil: the
+	// built-in DefaultRules. An empty, non-nil slice: none.
+	Rules []Rule
+	// Log receives a line for every slow-down (default slog.Default()).
+	Log *slog.Logger
+	// OnSlow, when not nil, is told of every slow-down (metrics).
+	OnSlow func(SlowEvent)
+}
+
+// DefaultLease is the default Policy.Lease.
+const DefaultLease = 2 * time.Minute
+
+// SlowEvent is a slow-down a reply caused.
+type SlowEvent struct {
+	Lane, Key, Rule string
+	Factor          float64
+	Hold, Recover   time.Duration
+	Pause           time.Duration // the provider's Retry-After, when the rule pauses
+}
+
+// Check says what is wrong with p, if anything.
+func (p *Policy) Check() error {
+	seen := map[string]bool{}
+	for _, l := range p.Limits {
+		if err := l.check(); err != nil {
+			return err
+		}
+	}
+	for _, g := range p.Groups {
+		if err := g.Check(); err != nil {
+			return err
+		}
+		if seen[g.Name] {
+			return fmt.Errorf("domain group %s given twice", g.Name)
+		}
+		seen[g.Name] = true
+	}
+	for _, r := range p.Rules {
+		if err := r.Check(); err != nil {
+			return err
+		}
+	}
+	if p.Lease < 0 {
+		return fmt.Errorf("throttle: lease %v is negative", p.Lease)
+	}
+	return nil
+}
+
+// Empty reports that p limits nothing.
+func (p *Policy) Empty() bool {
+	for _, l := range p.Limits {
+		if !l.Rate.Off() || l.Concurrency > 0 {
+			return false
+		}
+	}
+	return len(p.Groups) == 0
+}
+
+// groupOf returns the limit of the group addr's domain belongs to.
+func (p *Policy) groupOf(addr string) (Limit, bool) {
+	at := strings.LastIndexByte(addr, '@')
+	if at < 0 || len(p.Groups) == 0 {
+		return Limit{}, false
+	}
+	domain := strings.ToLower(strings.TrimSuffix(addr[at+1:], "."))
+	if d, err := mailaddr.Domain(domain); err == nil {
+		domain = d
+	}
+	for _, g := range p.Groups {
+		if g.matches(domain) {
+			return Limit{Key: "domain:" + g.Name, Rate: g.Rate, Concurrency: g.Concurrency}, true
+		}
+	}
+	return Limit{}, false
+}
+
+// limitsOf returns every limit a mail to addr takes.
+func (p *Policy) limitsOf(addr string) []Limit {
+	var out []Limit
+	for _, l := range p.Limits {
+		if !l.Rate.Off() || l.Concurrency > 0 {
+			out = append(out, l)
+		}
+	}
+	if g, ok := p.groupOf(addr); ok && (!g.Rate.Off() || g.Concurrency > 0) {
+		out = append(out, g)
+	}
+	return out
+}
+
+// Throttle returns the queue.Throttle that applies p to its lane, nil
+// when p limits nothing.
+func (p *Policy) Throttle() (*queue.Throttle, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	if p.Empty() {
+		return nil, nil
+	}
+	if p.Store == nil {
+		return nil, errors.New("throttle: Policy without a Store")
+	}
+	return &queue.Throttle{ScreenFunc: p.screen, AcquireFunc: p.acquire}, nil
+}
+
+// screen is queue.Throttle.ScreenFunc: of the claimed mails, as many as
+// each key's budget lets start now go; the others wait, the k-th beyond
+// the budget about k sends' time longer than the first, so that they come
+// due spread out instead of all at once.
+func (p *Policy) screen(ctx context.Context, tx queue.DBTX, addrs []string) ([]time.Duration, error) {
+	type budget struct {
+		left  int
+		wait  time.Duration
+		step  time.Duration
+		extra int
+	}
+	budgets := map[string]*budget{}
+	waits := make([]time.Duration, len(addrs))
+	for i, a := range addrs {
+		limits := p.limitsOf(a)
+		for _, l := range limits {
+			if budgets[l.Key] != nil {
+				continue
+			}
+			n, wait, err := p.Store.Available(ctx, tx, l)
+			if err != nil {
+				return nil, err
+			}
+			step := ConcurrencyRetry
+			if !l.Rate.Off() {
+				step = time.Duration(l.Rate.interval()) * time.Microsecond
+			}
+			budgets[l.Key] = &budget{left: n, wait: wait, step: step}
+		}
+		ok := true
+		for _, l := range limits {
+			if budgets[l.Key].left <= 0 {
+				ok = false
+			}
+		}
+		if ok {
+			for _, l := range limits {
+				budgets[l.Key].left--
+			}
+			continue
+		}
+		for _, l := range limits {
+			b := budgets[l.Key]
+			if b.left > 0 {
+				continue
+			}
+			waits[i] = max(waits[i], b.wait+time.Duration(b.extra)*b.step)
+			b.extra++
+		}
+		waits[i] = max(waits[i], time.Millisecond)
+	}
+	return waits, nil
+}
+
+// acquire is queue.Throttle.AcquireFunc.
+func (p *Policy) acquire(ctx context.Context, s queue.ThrottledSend) (func(error), time.Duration, error) {
+	limits := p.limitsOf(s.Address)
+	if len(limits) == 0 {
+		return nil, 0, nil
+	}
+	lease := p.Lease
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	err := p.Store.Acquire(ctx, s.Holder, 1, lease, limits)
+	var d *Denied
+	if errors.As(err, &d) {
+		return nil, max(d.Wait, time.Millisecond), nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var slotted []string
+	for _, l := range limits {
+		if l.Concurrency > 0 {
+			slotted = append(slotted, l.Key)
+		}
+	}
+	release := func(sendErr error) {
+		// The send's context may be ending; the release must still run.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := p.Store.Release(ctx, s.Holder, slotted); err != nil {
+			p.log().Warn("giving back a send's slots failed; they return when the lease ends", "lane", p.Lane, "err", err, "lease", lease)
+		}
+		if sendErr != nil {
+			p.react(ctx, limits, sendErr)
+		}
+	}
+	return release, 0, nil
+}
+
+func (p *Policy) log() *slog.Logger {
+	if p.Log != nil {
+		return p.Log
+	}
+	return slog.Default()
+}
