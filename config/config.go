@@ -32,6 +32,7 @@ import (
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/suppress"
+	"github.com/mailspool/mailspool/throttle"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -76,34 +77,36 @@ type fileConfig struct {
 	Serve       *serveConfig          `toml:"serve"`
 	Unsubscribe *unsubscribeConfig    `toml:"unsubscribe"`
 	Lanes       map[string]laneConfig `toml:"lanes"`
+	Throttle    *throttleConfig       `toml:"throttle"`
 }
 
 type laneConfig struct {
-	Table              string             `toml:"table"`
-	Transport          string             `toml:"transport"`
-	RecipientLimit     string             `toml:"recipient_limit"`
-	IPLimit            string             `toml:"ip_limit"`
-	MaxSize            int                `toml:"max_size"`
-	MaxAttempts        int                `toml:"max_attempts"`
-	RetrySchedule      []string           `toml:"retry_schedule"`
-	ConnectionSchedule []string           `toml:"connection_schedule"`
-	BreakerThreshold   int                `toml:"breaker_threshold"`
-	Batch              int                `toml:"batch"`
-	Concurrency        int                `toml:"concurrency"`
-	SendTimeout        string             `toml:"send_timeout"`
-	PollInterval       string             `toml:"poll_interval"`
-	MaxMessages        int                `toml:"max_messages"`
-	ShutdownTimeout    string             `toml:"shutdown_timeout"`
-	LeaseMargin        string             `toml:"lease_margin"`
-	FailAfter          string             `toml:"fail_after"`
-	CleanupInterval    string             `toml:"cleanup_interval"`
-	KeepSent           string             `toml:"keep_sent"`
-	KeepFailed         string             `toml:"keep_failed"`
-	LockTimeout        string             `toml:"lock_timeout"`
-	Rules              []ruleConfig       `toml:"rules"`
-	Alerts             *laneAlertsConfig  `toml:"alerts"`
-	Suppression        *suppressionConfig `toml:"suppression"`
-	Bulk               bool               `toml:"bulk"`
+	Table              string              `toml:"table"`
+	Transport          string              `toml:"transport"`
+	RecipientLimit     string              `toml:"recipient_limit"`
+	IPLimit            string              `toml:"ip_limit"`
+	MaxSize            int                 `toml:"max_size"`
+	MaxAttempts        int                 `toml:"max_attempts"`
+	RetrySchedule      []string            `toml:"retry_schedule"`
+	ConnectionSchedule []string            `toml:"connection_schedule"`
+	BreakerThreshold   int                 `toml:"breaker_threshold"`
+	Batch              int                 `toml:"batch"`
+	Concurrency        int                 `toml:"concurrency"`
+	SendTimeout        string              `toml:"send_timeout"`
+	PollInterval       string              `toml:"poll_interval"`
+	MaxMessages        int                 `toml:"max_messages"`
+	ShutdownTimeout    string              `toml:"shutdown_timeout"`
+	LeaseMargin        string              `toml:"lease_margin"`
+	FailAfter          string              `toml:"fail_after"`
+	CleanupInterval    string              `toml:"cleanup_interval"`
+	KeepSent           string              `toml:"keep_sent"`
+	KeepFailed         string              `toml:"keep_failed"`
+	LockTimeout        string              `toml:"lock_timeout"`
+	Rules              []ruleConfig        `toml:"rules"`
+	Alerts             *laneAlertsConfig   `toml:"alerts"`
+	Suppression        *suppressionConfig  `toml:"suppression"`
+	Throttle           *laneThrottleConfig `toml:"throttle"`
+	Bulk               bool                `toml:"bulk"`
 }
 
 // ruleConfig is one [[lanes.NAME.rules]] entry: a classify.Rule.
@@ -158,6 +161,10 @@ type Lane struct {
 	// Suppression is the lane's suppression policy
 	// ([lanes.NAME.suppression]); Screen applies it.
 	Suppression suppress.Policy
+	// Throttle is the lane's send limits ([throttle], [lanes.NAME.throttle])
+	// without their store; config.Throttle connects them.
+	Throttle throttle.Policy
+	sesQuota []int // Throttle.Limits that take their rate from SES
 	// Bulk is the config's Unsubscribe for a lane marked bulk
 	// (lanes.NAME.bulk): its mail carries one-click unsubscribe headers.
 	// nil for a transactional lane.
@@ -246,6 +253,9 @@ func Load(path, database string) (*Config, error) {
 		cfg.Lanes = append(cfg.Lanes, ls)
 	}
 	if err := checkTables(cfg.Lanes); err != nil {
+		return nil, err
+	}
+	if err := cfg.loadThrottle(&fc); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -10,7 +10,9 @@ import (
 	"sync"
 
 	"github.com/mailspool/mailspool/admin/statuspage"
+	"github.com/mailspool/mailspool/metrics"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/throttle"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -67,6 +69,18 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 	}
 	watch, err := newWatcher(db, lanes, o)
 	if err != nil {
+		return err
+	}
+	var onSlow func(throttle.SlowEvent)
+	if watch.reg != nil && slices.ContainsFunc(lanes, func(l Lane) bool { return !l.Throttle.Empty() || len(l.sesQuota) > 0 }) {
+		tm, err := metrics.NewThrottle(db)
+		if err != nil {
+			return err
+		}
+		watch.reg.MustRegister(tm)
+		onSlow = tm.OnSlow
+	}
+	if err := Throttle(ctx, db, lanes, log, onSlow); err != nil {
 		return err
 	}
 	workers := make([]*queue.Worker, 0, len(lanes))
