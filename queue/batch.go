@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/mailspool/mailspool/transport"
 )
 
 // flushDelay bounds how long a finished send's outcome waits to be written
@@ -238,6 +240,9 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 		}
 		now := w.q.clock.Now()
 		return w.q.lane.Retry.next(j, event{kind: evReleased, due: now.Add(wait).UnixMilli()}, now)
+	}
+	if j.maybeDelivered {
+		ctx = transport.WithMaybeDelivered(ctx)
 	}
 	start := time.Now()
 	receipt, err := w.tr.Send(ctx, &j.msg)

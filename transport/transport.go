@@ -28,6 +28,9 @@ type Receipt struct {
 	// Response is the provider's short acceptance text, when it gives one
 	// (for SMTP the 250 reply, e.g. "2.0.0 OK: queued as 4Zx9"); may be empty.
 	Response string
+	// Member names the member of a composite transport (package
+	// transport/composite) that accepted the mail; empty otherwise.
+	Member string
 }
 
 // ErrClosed is in the chain of the error every adapter's Send returns after
