@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -20,14 +21,13 @@ type actionResult struct {
 }
 
 func runRetry(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "retry", "[--db URL] [--config FILE] [--lane NAME] [--yes] [--dry-run] [--json] (ID... | --failed [--since D] [--template T] [--to ADDR] [--kind K])")
-	var lf laneFlags
-	lf.registerOne(fs, "the lane (required when the config has more than one)")
+	fs := newFlagSet(e, "retry", "[--db URL] [--config FILE] [--lane NAME] [--yes] [--dry-run] [--json] (ID|LANE/ID... | --failed [--since D] [--template T] [--to ADDR] [--kind K])")
+	var af actionFlags
+	af.register(fs, "the lane (default: the one that has the ids; with --failed, required when the config has more than one)",
+		"do not ask for confirmation", "print what would be retried and change nothing")
 	var ff filterFlags
 	ff.register(fs)
 	failed := fs.Bool("failed", false, "retry every failed mail that matches --since, --template, --to and --kind")
-	yes := fs.Bool("yes", false, "do not ask for confirmation")
-	dry := fs.Bool("dry-run", false, "print what would be retried and change nothing")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -44,50 +44,43 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 	case !*failed && (ff != filterFlags{}):
 		return usageError{"--since, --template, --to and --kind go with --failed"}
 	}
-	ids, err := parseIDs(pos)
-	if err != nil {
-		return err
+	if !*failed {
+		return af.actOnIDs(ctx, e, pos, idAction{
+			verb: "retried", would: "retry", confirm: "Retry them with fresh attempts?", askFrom: 1,
+			plan: (*queue.Queue).WouldRetry, do: (*queue.Queue).Retry,
+		})
 	}
-	l, q, db, err := lf.openOne(ctx)
+	l, q, db, err := af.openOne(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if !*failed {
-		return actOnIDs(e, lf.asJSON, l.Lane.Name, ids, idAction{
-			verb: "retried", would: "retry", confirm: "Retry them with fresh attempts?",
-			dry: *dry, yes: *yes, askFrom: 1,
-			plan: func() (int64, error) { return q.WouldRetry(ctx, ids...) },
-			do:   func() (int64, error) { return q.Retry(ctx, ids...) },
-		})
-	}
-	res := actionResult{Lane: l.Lane.Name, DryRun: *dry}
+	res := actionResult{Lane: l.Lane.Name, DryRun: af.dry}
 	f.Status = "failed"
 	if res.Matched, err = q.Count(ctx, f); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "%d failed mails in lane %s match\n", res.Matched, l.Lane.Name)
-	if *dry {
+	if af.dry {
 		res.Done = res.Matched
-		return finishAction(e, lf.asJSON, res, "would retry", nil)
+		return finishAction(e, af.asJSON, res, "would retry", nil)
 	}
 	if res.Matched == 0 {
-		return finishAction(e, lf.asJSON, res, "retried", nil)
+		return finishAction(e, af.asJSON, res, "retried", nil)
 	}
-	if !*yes && !confirm(e, "Retry them with fresh attempts?") {
+	if !af.yes && !confirm(e, "Retry them with fresh attempts?") {
 		return errors.New("nothing retried (answer y, or pass --yes)")
 	}
 	var actErr error
 	res.Done, actErr = q.RetryFailed(ctx, f)
-	return finishAction(e, lf.asJSON, res, "retried", actErr)
+	return finishAction(e, af.asJSON, res, "retried", actErr)
 }
 
 func runCancel(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "cancel", "[--db URL] [--config FILE] [--lane NAME] [--yes] [--dry-run] [--json] ID...")
-	var lf laneFlags
-	lf.registerOne(fs, "the lane (required when the config has more than one)")
-	yes := fs.Bool("yes", false, "do not ask for confirmation (asked when more than one mail would be cancelled)")
-	dry := fs.Bool("dry-run", false, "print what would be cancelled and change nothing")
+	fs := newFlagSet(e, "cancel", "[--db URL] [--config FILE] [--lane NAME] [--yes] [--dry-run] [--json] ID|LANE/ID...")
+	var af actionFlags
+	af.register(fs, "the lane (default: the one that has the ids)",
+		"do not ask for confirmation (asked when more than one mail would be cancelled)", "print what would be cancelled and change nothing")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -95,57 +88,74 @@ func runCancel(ctx context.Context, e *env, args []string) error {
 	if len(pos) == 0 {
 		return usageError{"give the ids of the mails to cancel"}
 	}
-	ids, err := parseIDs(pos)
-	if err != nil {
-		return err
-	}
-	l, q, db, err := lf.openOne(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	return actOnIDs(e, lf.asJSON, l.Lane.Name, ids, idAction{
-		verb: "cancelled", would: "cancel", confirm: "Cancel them? They will not be sent.",
-		dry: *dry, yes: *yes, askFrom: 2,
-		plan: func() (int64, error) { return q.WouldCancel(ctx, ids...) },
-		do:   func() (int64, error) { return q.Cancel(ctx, ids...) },
+	return af.actOnIDs(ctx, e, pos, idAction{
+		verb: "cancelled", would: "cancel", confirm: "Cancel them? They will not be sent.", askFrom: 2,
+		plan: (*queue.Queue).WouldCancel, do: (*queue.Queue).Cancel,
 	})
+}
+
+// actionFlags are the flags of the commands that change mails (retry,
+// cancel): the lane flags, --yes and --dry-run.
+type actionFlags struct {
+	laneFlags
+	yes, dry bool
+}
+
+func (f *actionFlags) register(fs *flag.FlagSet, laneHelp, yesHelp, dryHelp string) {
+	f.registerOne(fs, laneHelp)
+	fs.BoolVar(&f.yes, "yes", false, yesHelp)
+	fs.BoolVar(&f.dry, "dry-run", false, dryHelp)
 }
 
 // idAction is retry or cancel of mails given by id.
 type idAction struct {
 	verb, would, confirm string
-	dry, yes             bool
 	// askFrom is how many mails the action must apply to before it asks
-	// for confirmation (unless yes).
+	// for confirmation (unless --yes).
 	askFrom int64
 	// plan counts the mails the action would change, and names the
 	// others in its error; do changes them.
-	plan, do func() (int64, error)
+	plan, do func(*queue.Queue, context.Context, ...int64) (int64, error)
 }
 
-// actOnIDs previews an action on ids, asks when it changes askFrom mails
-// or more, and does it (or with dry only says what it would do).
-func actOnIDs(e *env, asJSON bool, lane string, ids []int64, a idAction) error {
-	res := actionResult{Lane: lane, Matched: int64(len(ids)), DryRun: a.dry}
-	n, refused := a.plan()
+// actOnIDs is the shared body of retry and cancel by id: it reads the ids
+// (ID or LANE/ID), opens the lane that holds them, previews the action,
+// asks when it changes askFrom mails or more, and does it (or with
+// --dry-run only says what it would do).
+func (f *actionFlags) actOnIDs(ctx context.Context, e *env, args []string, a idAction) error {
+	refs, err := parseRefs(args)
+	if err != nil {
+		return err
+	}
+	lanes, qs, db, err := f.openQueues(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	at, ids, err := locateAll(ctx, lanes, qs, refs)
+	if err != nil {
+		return err
+	}
+	q, lane := qs[at], lanes[at].Lane.Name
+	res := actionResult{Lane: lane, Matched: int64(len(ids)), DryRun: f.dry}
+	n, refused := a.plan(q, ctx, ids...)
 	if refused != nil && !errors.Is(refused, queue.ErrNotFound) && !errors.Is(refused, queue.ErrWrongState) {
 		return refused
 	}
 	fmt.Fprintf(e.stderr, "%d of %d mails in lane %s can be %s: ids %s\n", n, len(ids), lane, a.verb, joinIDs(ids))
-	if a.dry {
+	if f.dry {
 		res.Done = n
-		return finishAction(e, asJSON, res, "would "+a.would, refused)
+		return finishAction(e, f.asJSON, res, "would "+a.would, refused)
 	}
 	if n == 0 {
-		return finishAction(e, asJSON, res, a.verb, refused)
+		return finishAction(e, f.asJSON, res, a.verb, refused)
 	}
-	if !a.yes && n >= a.askFrom && !confirm(e, a.confirm) {
+	if !f.yes && n >= a.askFrom && !confirm(e, a.confirm) {
 		return fmt.Errorf("nothing %s (answer y, or pass --yes)", a.verb)
 	}
 	var actErr error
-	res.Done, actErr = a.do()
-	return finishAction(e, asJSON, res, a.verb, actErr)
+	res.Done, actErr = a.do(q, ctx, ids...)
+	return finishAction(e, f.asJSON, res, a.verb, actErr)
 }
 
 // finishAction prints what an action did and returns the mails it left

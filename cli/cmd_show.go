@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/mail"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,44 +25,78 @@ type shownMail struct {
 }
 
 func runShow(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "show", "[--db URL] [--config FILE] [--lane NAME] [--full] [--json] (--id N | N)")
+	fs := newFlagSet(e, "show", "[--db URL] [--config FILE] [--lane NAME] [--full] [--json] (ID | LANE/ID | --id N | --message-id ID | --provider-id ID)")
 	var lf laneFlags
-	lf.register(fs)
-	id := fs.Int64("id", 0, "row id, as enqueue and list print it (or give it as the argument)")
+	lf.registerOne(fs, "the lane (default: the one that has the id)")
+	idFlag := fs.String("id", "", "the mail's id, as enqueue and list print it: N or LANE/N (or give it as the argument)")
+	messageID := fs.String("message-id", "", "the mail whose Message-ID header is this (with or without <>)")
+	providerID := fs.String("provider-id", "", "the mail the provider (SES, SendGrid, the relay) accepted under this id")
 	full := fs.Bool("full", false, "also print the headers and bodies as they will be sent")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) == 1 && *id == 0:
-		if *id, err = strconv.ParseInt(pos[0], 10, 64); err != nil {
-			return usageError{fmt.Sprintf("%q is not a mail id", pos[0])}
+	given := 0
+	for _, s := range []string{*idFlag, *messageID, *providerID} {
+		if s != "" {
+			given++
 		}
-	case len(pos) > 0:
-		return usageError{"give one mail id, with --id or as the argument"}
 	}
-	if *id <= 0 {
-		return usageError{"a mail id is required (--id N) and must be positive"}
+	switch {
+	case len(pos) > 1 || (len(pos) == 1 && given > 0):
+		return usageError{"give one mail: an id (as the argument or --id), --message-id or --provider-id"}
+	case len(pos) == 1:
+		*idFlag, given = pos[0], 1
+	}
+	if given != 1 {
+		return usageError{"give one mail: an id (as the argument or --id), --message-id or --provider-id"}
+	}
+	var ref mailRef
+	if *idFlag != "" {
+		if ref, err = parseRef(*idFlag); err != nil {
+			return err
+		}
 	}
 	lanes, qs, db, err := lf.openQueues(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if len(qs) > 1 {
-		return usageError{fmt.Sprintf("the config has %d lanes: say which with --lane", len(qs))}
+	var at int
+	var r queue.Row
+	if *idFlag != "" {
+		if at, err = locate(ctx, lanes, qs, ref); err != nil {
+			return err
+		}
+		if r, err = qs[at].Row(ctx, ref.id); err != nil {
+			return err
+		}
+	} else {
+		what := "--message-id " + *messageID
+		if *providerID != "" {
+			what = "--provider-id " + *providerID
+		}
+		rows, names, err := find(ctx, lanes, qs, queue.Filter{MessageID: *messageID, ProviderID: *providerID})
+		if err != nil {
+			return err
+		}
+		switch len(rows) {
+		case 0:
+			return fmt.Errorf("%w: no mail has %s", queue.ErrNotFound, what)
+		case 1:
+		default:
+			return ambiguousError{what: what, candidates: rows, lanes: names}
+		}
+		r = rows[0]
+		at, _ = laneIndex(lanes, names[0])
 	}
-	r, err := qs[0].Row(ctx, *id)
-	if err != nil {
-		return err
-	}
-	out := shownMail{Lane: lanes[0].Lane.Name, Row: r}
+	id := &r.ID
+	out := shownMail{Lane: lanes[at].Lane.Name, Row: r}
 	if out.Events, err = inbound.ForMail(ctx, db, r.ProviderID, r.MessageID); err != nil {
 		return err
 	}
 	if *full {
-		m, err := qs[0].Message(ctx, *id)
+		m, err := qs[at].Message(ctx, *id)
 		if err != nil {
 			return err
 		}
@@ -74,7 +107,7 @@ func runShow(ctx context.Context, e *env, args []string) error {
 		for _, h := range m.Headers {
 			spec.Headers = append(spec.Headers, headerSpec{Name: h.Name, Value: h.Value})
 		}
-		files, err := qs[0].Attachments(ctx, *id)
+		files, err := qs[at].Attachments(ctx, *id)
 		if err != nil {
 			return err
 		}
@@ -88,7 +121,7 @@ func runShow(ctx context.Context, e *env, args []string) error {
 	}
 	// The text view names sender and recipient as the mail does, display
 	// names included.
-	if m, err := qs[0].Message(ctx, *id); err == nil {
+	if m, err := qs[at].Message(ctx, *id); err == nil {
 		out.Row.From, out.Row.To = addrString(m.From), addrString(m.To)
 	}
 	printRow(e, out)

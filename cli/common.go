@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/mailspool/mailspool/config"
@@ -169,19 +168,6 @@ func (f *laneFlags) openOne(ctx context.Context) (config.Lane, *queue.Queue, *sq
 		return config.Lane{}, nil, nil, usageError{fmt.Sprintf("the config has %d lanes: say which with --lane", len(qs))}
 	}
 	return lanes[0], qs[0], db, nil
-}
-
-// parseIDs reads mail ids given as arguments.
-func parseIDs(args []string) ([]int64, error) {
-	ids := make([]int64, len(args))
-	for i, a := range args {
-		id, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || id <= 0 {
-			return nil, usageError{fmt.Sprintf("%q is not a mail id", a)}
-		}
-		ids[i] = id
-	}
-	return ids, nil
 }
 
 // confirm asks question on stderr and reads the answer from stdin; only

@@ -24,6 +24,9 @@ type jsonErrorBody struct {
 	Message string `json:"message"`
 	// RetryAfterSeconds is when a rate-limited enqueue may succeed.
 	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
+	// Candidates are the mails (LANE/ID) an id or a lookup could mean,
+	// when it names more than one.
+	Candidates []string `json:"candidates,omitempty"`
 }
 
 var exitCodeNames = map[int]string{
@@ -57,6 +60,10 @@ func writeJSONError(w io.Writer, err error, code int) {
 	var rl *queue.RateLimitError
 	if errors.As(err, &rl) {
 		b.RetryAfterSeconds = rl.RetryAfter.Seconds()
+	}
+	var amb ambiguousError
+	if errors.As(err, &amb) {
+		b.Candidates = amb.Candidates()
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -44,11 +44,11 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 	w.leases.hold(token, jobs)
 	w.count(func(s *WorkerStats) { s.Claimed += int64(len(jobs)) })
 
-	// A suspect (a row whose lease expired while it was sending, claimed
-	// alone: isolateSuspects) is sent with nothing else of this worker in
-	// flight: the batches before it are recorded first, and this one is
-	// recorded before dispatch returns. If it kills the process, it dies
-	// alone, and no other row is counted as crashed with it.
+	// Suspects (rows whose lease expired while they were sending, claimed
+	// apart from ordinary rows: isolateSuspects) are sent with nothing else
+	// of this worker in flight: the batches before them are recorded
+	// first, and theirs before dispatch returns. If one kills the process,
+	// no ordinary row is counted as crashed with it.
 	suspect := jobs[0].crashes > 0
 	if suspect && w.running != nil {
 		w.running.Wait()

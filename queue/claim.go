@@ -59,7 +59,7 @@ func (q *Queue) claim(ctx context.Context, token string, n int, lease time.Durat
 		}
 	}
 	picked := len(jobs)
-	jobs = isolateSuspects(jobs)
+	jobs = isolateSuspects(jobs, cur.suspectLimit())
 	if cur != nil {
 		cur.contended = contended && picked < n
 		cur.cut = len(jobs) < picked || left
@@ -115,21 +115,35 @@ func (q *Queue) markSending(ctx context.Context, tx *sql.Tx, jobs []*job, token 
 	return err
 }
 
-// isolateSuspects cuts a claim so that a row which was in a lease that
-// expired while sending (crashes > 0) is leased alone: if it is the mail
-// that kills the worker, it crashes alone and fails as poison after
-// maxCrashes, instead of taking its batch-mates down with it each time.
+// isolateSuspects cuts a claim so that rows which were in a lease that
+// expired while sending (crashes > 0) are leased apart from ordinary rows:
+// if one of them is the mail that kills the worker, it takes no innocent
+// row down with it. A claim holds either ordinary rows, or suspects that
+// crashed once, as many as the claim took (up to the worker's free
+// senders: a killed worker's whole batch comes back at once, and sending
+// it one mail at a time took minutes), or a single suspect that crashed
+// more than once. So a batch-mate of a poison mail crashes at most twice,
+// once in the batch and once among the suspects, and is then sent alone,
+// while the poison mail's third crash, alone, fails it as poison
+// (maxCrashes).
 // The rows cut off stay due and locked only until the claim commits.
-func isolateSuspects(jobs []*job) []*job {
+func isolateSuspects(jobs []*job, most int) []*job {
 	i := slices.IndexFunc(jobs, func(j *job) bool { return j.crashes > 0 })
 	switch {
 	case i < 0:
 		return jobs
-	case i == 0:
-		return jobs[:1]
-	default:
+	case i > 0:
 		return jobs[:i]
+	case jobs[0].crashes > 1:
+		return jobs[:1]
 	}
+	if n := slices.IndexFunc(jobs, func(j *job) bool { return j.crashes != 1 }); n > 0 {
+		jobs = jobs[:n]
+	}
+	if most > 0 && len(jobs) > most {
+		jobs = jobs[:most]
+	}
+	return jobs
 }
 
 // A cursor remembers, per status, where a claimer's last pick ended (the
@@ -163,6 +177,18 @@ type cursor struct {
 	// (pickLocking); the claimer backs off, for less than its poll
 	// interval at first (Worker.claimLoop).
 	contended bool
+	// suspects is the most suspects a claim leases together: the
+	// claimer's concurrency, so that all of them are sending at once;
+	// 0 is no bound.
+	suspects int
+}
+
+// suspectLimit is c.suspects, 0 for no cursor.
+func (c *cursor) suspectLimit() int {
+	if c == nil {
+		return 0
+	}
+	return c.suspects
 }
 
 // dueKey is a row's place in the due order: (nice, next_run, id).

@@ -123,9 +123,10 @@ func TestCrashAccounting(t *testing.T) {
 	})
 }
 
-// TestCrashedRowsAreClaimedAlone: after a lease dies, each of its rows is
+// TestCrashedRowsAreClaimedAlone: after a lease dies, its rows are leased
+// together but apart from ordinary rows; when that lease dies too, each is
 // leased alone, so a mail that kills the worker crashes alone and fails as
-// poison while the batch-mates it took down once are sent.
+// poison while the batch-mates it took down are sent.
 func TestCrashedRowsAreClaimedAlone(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store) {
 		ctx := context.Background()
@@ -141,16 +142,25 @@ func TestCrashedRowsAreClaimedAlone(t *testing.T) {
 		require.Equal(t, 4, n)
 		fresh := enqueueN(t, q, 2)
 
+		jobs, err = q.claim(ctx, "dead.2", 10, time.Minute, nil)
+		require.NoError(t, err)
+		assert.Equal(t, ids, jobIDs(jobs), "rows that crashed once are leased together, without the fresh ones")
+		clock.Advance(time.Minute + time.Millisecond)
+		n, _, err = q.rescue(ctx, 10, nil, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
+
+		// The fresh rows are due first now (the crashed ones since the
+		// second rescue).
+		jobs, err = q.claim(ctx, "next.fresh", 10, time.Minute, nil)
+		require.NoError(t, err)
+		assert.Equal(t, fresh, jobIDs(jobs), "rows that never crashed are still claimed together")
 		for i, id := range ids {
 			jobs, err := q.claim(ctx, "next."+strconv.Itoa(i), 10, time.Minute, nil)
 			require.NoError(t, err)
-			require.Len(t, jobs, 1, "a row that crashed before is leased alone")
+			require.Len(t, jobs, 1, "a row that crashed twice is leased alone")
 			assert.Equal(t, id, jobs[0].id)
 		}
-		jobs, err = q.claim(ctx, "next.fresh", 10, time.Minute, nil)
-		require.NoError(t, err)
-		require.Len(t, jobs, 2, "rows that never crashed are still claimed together")
-		assert.Equal(t, fresh, []int64{jobs[0].id, jobs[1].id})
 	})
 }
 
@@ -249,4 +259,61 @@ func TestSuspectIsSentAlone(t *testing.T) {
 			t.Fatal("the suspect was never sent")
 		}
 	})
+}
+
+// TestSuspectsAreSentInParallel: the rows a killed worker held come back
+// as suspects (crashed once) and are sent together, up to the worker's
+// concurrency, not one at a time: here all four are in flight at once
+// before any is answered. A claim leases at most Concurrency of them, and
+// none beside an ordinary row; a suspect that crashed twice goes alone.
+func TestSuspectsAreSentInParallel(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+		const n = 4
+		enqueueN(t, q, n)
+		_, err := s.db.ExecContext(ctx, `UPDATE `+q.table+` SET crashes = 1, maybe_delivered = 1`)
+		require.NoError(t, err)
+		var inFlight atomic.Int32
+		gate := make(chan struct{})
+		tr := newFuncTransport(func(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+			inFlight.Add(1)
+			<-gate
+			return transport.Receipt{MessageID: "<" + m.MessageID + ">"}, nil
+		})
+		w, err := NewWorker(q, tr, &WorkerOptions{Concurrency: n, PollInterval: 10 * time.Millisecond, Logger: quietLogger()})
+		require.NoError(t, err)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(runCtx) }()
+		waitProgress(t, "suspects sending together", 20*time.Second, n, func() int { return int(inFlight.Load()) })
+		close(gate)
+		waitProgress(t, "suspects sent", 20*time.Second, n, func() int { return int(w.Stats().Sent) })
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+func TestIsolateSuspects(t *testing.T) {
+	jobsOf := func(crashes ...int) []*job {
+		var out []*job
+		for i, c := range crashes {
+			out = append(out, &job{id: int64(i + 1), crashes: c})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		crashes []int
+		most    int
+		want    int
+	}{
+		{[]int{0, 0, 0}, 2, 3},    // ordinary rows: the whole claim
+		{[]int{0, 1, 0}, 0, 1},    // ordinary rows up to the first suspect
+		{[]int{1, 1, 1, 0}, 0, 3}, // suspects that crashed once, together
+		{[]int{1, 1, 1, 1}, 2, 2}, // at most the claimer's concurrency
+		{[]int{1, 2, 1}, 0, 1},    // not with one that crashed twice
+		{[]int{2, 1, 1}, 0, 1},    // which goes alone
+	} {
+		assert.Len(t, isolateSuspects(jobsOf(c.crashes...), c.most), c.want, "%v most %d", c.crashes, c.most)
+	}
 }

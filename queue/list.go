@@ -30,6 +30,12 @@ type Filter struct {
 	// the provider events (package inbound). An empty, non-nil list keeps
 	// nothing. At most 1000.
 	ProviderIDs []string
+	// MessageID keeps the mail whose Message-ID header is this (with or
+	// without its angle brackets); ProviderID the mail the provider (SES,
+	// SendGrid, the relay) named so when it accepted it, as given or
+	// bracketed. Both are read through an index.
+	MessageID  string
+	ProviderID string
 }
 
 // ParseStatus returns the stored status for a name StatusName returns.
@@ -89,6 +95,15 @@ func (q *Queue) where(f Filter) (string, []any, error) {
 			}
 		}
 	}
+	if f.MessageID != "" {
+		conds, args = append(conds, "message_id = ?"), append(args, strings.TrimSuffix(strings.TrimPrefix(f.MessageID, "<"), ">"))
+	}
+	if f.ProviderID != "" {
+		// An SMTP relay's answer is a Message-ID, which a support ticket
+		// quotes with or without its brackets.
+		bare := strings.TrimSuffix(strings.TrimPrefix(f.ProviderID, "<"), ">")
+		conds, args = append(conds, "provider_id IN (?, ?)"), append(args, bare, "<"+bare+">")
+	}
 	return strings.Join(conds, " AND "), args, nil
 }
 
@@ -115,14 +130,11 @@ func (q *Queue) List(ctx context.Context, o ListOptions) ([]Row, error) {
 	if o.Limit < 1 || o.Limit > MaxListLimit {
 		return nil, fmt.Errorf("queue: list limit %d out of range 1..%d", o.Limit, MaxListLimit)
 	}
-	cond, args, err := q.where(o.Filter)
+	query, args, err := q.listQuery(o)
 	if err != nil {
 		return nil, err
 	}
-	if o.Before > 0 {
-		cond, args = cond+" AND id < ?", append(args, o.Before)
-	}
-	rows, err := q.db.QueryContext(ctx, q.d.bounded(`SELECT `+rowColumns+` FROM `+q.table+` WHERE `+cond+` ORDER BY id DESC LIMIT ?`), append(args, o.Limit)...)
+	rows, err := q.db.QueryContext(ctx, q.d.bounded(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("queue: list: %w", err)
 	}
@@ -139,6 +151,18 @@ func (q *Queue) List(ctx context.Context, o ListOptions) ([]Row, error) {
 		return nil, fmt.Errorf("queue: list: %w", err)
 	}
 	return out, nil
+}
+
+// listQuery is List's statement for o (before bounded) and its arguments.
+func (q *Queue) listQuery(o ListOptions) (string, []any, error) {
+	cond, args, err := q.where(o.Filter)
+	if err != nil {
+		return "", nil, err
+	}
+	if o.Before > 0 {
+		cond, args = cond+" AND id < ?", append(args, o.Before)
+	}
+	return `SELECT ` + rowColumns + ` FROM ` + q.table + ` WHERE ` + cond + ` ORDER BY id DESC LIMIT ?`, append(args, o.Limit), nil
 }
 
 // Count counts the lane's mails that match f.

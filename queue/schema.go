@@ -409,6 +409,22 @@ var migrations = []migration{{
 	postgres: []string{
 		`ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS nice SMALLINT NOT NULL DEFAULT 4`,
 		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_claim" ON %[1]s (status, nice, next_run, id)`},
+}, {
+	// Version 12: support looks mail up by its Message-ID header and by
+	// the id its provider returned (show and list --message-id,
+	// --provider-id; list --event by provider id): both through an index,
+	// never a scan. The provider id's entry is written once, when the mail
+	// is sent. One ALTER on MySQL, so that an interrupted run adds both or
+	// neither.
+	version: 12,
+	mysql: []string{
+		`ALTER TABLE %[1]s ADD KEY idx_message_id (message_id), ADD KEY idx_provider_id (provider_id)`},
+	sqlite: []string{
+		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_message_id" ON %[1]s (message_id)`,
+		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_provider_id" ON %[1]s (provider_id)`},
+	postgres: []string{
+		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_message_id" ON %[1]s (message_id)`,
+		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_provider_id" ON %[1]s (provider_id)`},
 }}
 
 // SchemaVersion is the schema version Migrate brings a lane table to.

@@ -151,6 +151,7 @@ func NewWorker(q *Queue, tr transport.Transport, opts *WorkerOptions) (*Worker, 
 	w := &Worker{q: q, tr: tr, opts: o, log: o.Logger.With("lane", q.lane.Name, "worker", o.ID),
 		slots: make(chan struct{}, o.Concurrency), resume: make(chan struct{}, 1), abandon: make(chan struct{}), wake: make(chan struct{}, 1)}
 	w.brk.policy = q.lane.Retry
+	w.cursor.suspects = o.Concurrency
 	return w, nil
 }
 
