@@ -19,6 +19,7 @@ import (
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/internal/bench"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/throttle/throttlebench"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -48,7 +49,8 @@ var commands = []command{
 	{"check", "one line and exit 0/1/2 (ok/warning/critical) for cron or Nagios", runCheck},
 	{"cleanup", "delete old sent and failed rows now", runCleanup},
 	{"bench", "measure enqueue and drain on a database, checking every mail is delivered once", runBench},
-	{bench.ChildCommand, "", runBenchWorker}, // hidden: a worker process of bench --processes
+	{bench.ChildCommand, "", runBenchWorker},                 // hidden: a worker process of bench --processes
+	{throttlebench.ChildCommand, "", runThrottleBenchWorker}, // hidden: a worker process of bench --throttle
 	{"version", "print the version and VCS revision this binary was built from", runVersion},
 }
 

@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/internal/bench"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/throttle/throttlebench"
 	"github.com/mailspool/mailspool/transport"
 )
 
@@ -48,8 +52,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of this process (producers, goroutine workers, the SQLite engine) to this file, for go tool pprof")
 	drainProfile := fs.String("drain-cpuprofile", "", "write a Go CPU profile of the first drain alone (goroutine workers, the SQLite engine; no producers) to this file")
+	throttleRun := fs.Bool("throttle", false, "run the send-limit scenario instead (docs/THROTTLING.md): --workers processes x --concurrency (default 4 x 16) drain --messages mails (default 5000) to each of "+throttlebench.Limited+", limited to 10/s burst 1 and concurrency 3, and "+throttlebench.Unlimited+", unlimited, each send taking --latency (default 200ms); exits 1 when a limit is broken, the limited domain starves or the unlimited one drops below 95% of its rate without the limit")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *throttleRun {
+		return runThrottleBench(ctx, e, fs, *db, *asJSON, *quiet)
 	}
 	if o.Repeat < 1 {
 		return usageError{fmt.Sprintf("--repeat %d: want 1 or more runs", o.Repeat)}
@@ -189,4 +197,74 @@ func parseSize(s string) (int, error) {
 		return 0, fmt.Errorf("%q is not a size from 0 to 64MiB like 20MB or 512KiB", s)
 	}
 	return n * mult, nil
+}
+
+// runThrottleBench is bench --throttle.
+func runThrottleBench(ctx context.Context, e *env, fs *flag.FlagSet, db string, asJSON, quiet bool) error {
+	o := throttlebench.Options{DB: db, Processes: true}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	get := func(name string) int { n, _ := strconv.Atoi(fs.Lookup(name).Value.String()); return n }
+	if set["workers"] {
+		o.Workers = get("workers")
+	}
+	if set["concurrency"] {
+		o.Concurrency = get("concurrency")
+	}
+	if set["messages"] {
+		o.Messages = get("messages")
+	}
+	if set["latency"] {
+		d, _ := time.ParseDuration(fs.Lookup("latency").Value.String())
+		if d <= 0 {
+			return usageError{"--latency: a send must take some time for the concurrency limit to mean anything"}
+		}
+		o.Latency = d
+	}
+	for _, n := range []struct {
+		flag   string
+		v, max int
+	}{{"--workers", o.Workers, 64}, {"--concurrency", o.Concurrency, 1000}, {"--messages", o.Messages, 1000000}} {
+		if n.v < 0 || n.v > n.max {
+			return usageError{fmt.Sprintf("%s %d: want 1 to %d", n.flag, n.v, n.max)}
+		}
+	}
+	if o.DB == "" {
+		dir, err := os.MkdirTemp("", "mailspool-bench-throttle-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.DB = "sqlite:" + filepath.Join(dir, "bench.db")
+	}
+	if !quiet {
+		o.Progress = e.stderr
+	}
+	r, err := throttlebench.Run(ctx, o)
+	if err != nil {
+		return fmt.Errorf("bench --throttle: %w", err)
+	}
+	if asJSON {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, string(b))
+	} else {
+		fmt.Fprintf(e.stdout, "bench-throttle workers=%d concurrency=%d messages=%d+%d latency=%v limit=%q,concurrency %d\n", r.Workers, r.Concurrency, r.Messages, r.Messages, r.Latency, r.Rate, r.Limit)
+		fmt.Fprintf(e.stdout, "  %s: most in flight %d (limit %d), most started in one window %d, rate %.2f per window\n", throttlebench.Limited, r.MostInFlight, r.Limit, r.MostStartsPerSpan, r.LimitedRate)
+		fmt.Fprintf(e.stdout, "  %s: %.1f/s with the limit, %.1f/s without: %.1f%%\n", throttlebench.Unlimited, r.OtherRate, r.OtherBaseline, 100*r.OtherShare)
+		for _, v := range r.Violations {
+			fmt.Fprintf(e.stdout, "  VIOLATION: %s\n", v)
+		}
+	}
+	if len(r.Violations) > 0 {
+		return fmt.Errorf("bench --throttle: %d violations", len(r.Violations))
+	}
+	return nil
+}
+
+// runThrottleBenchWorker is the hidden worker process of bench --throttle.
+func runThrottleBenchWorker(ctx context.Context, e *env, args []string) error {
+	return throttlebench.RunChild(ctx, args, os.Stdin, e.stdout)
 }

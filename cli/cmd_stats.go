@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/internal/termsafe"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/throttle"
 )
 
 // laneStats is one lane's entry of "mailspool stats --json".
@@ -16,6 +18,16 @@ type laneStats struct {
 	Table string `json:"table"`
 	queue.Stats
 	Paused []queue.Pause `json:"paused,omitempty"`
+	// Limits are the lane's send limits ([throttle]) with their state.
+	Limits []limitStats `json:"limits,omitempty"`
+}
+
+// limitStats is one send limit of a lane, as configured and as it is now.
+type limitStats struct {
+	Key         string `json:"key"`
+	Rate        string `json:"rate"`
+	Concurrency int    `json:"concurrency,omitempty"`
+	throttle.KeyStatus
 }
 
 func runStats(ctx context.Context, e *env, args []string) error {
@@ -32,6 +44,9 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	defer db.Close()
 	out, err := collectStats(ctx, lanes, qs)
 	if err != nil {
+		return err
+	}
+	if err := collectLimits(ctx, db, lanes, out); err != nil {
 		return err
 	}
 	if lf.asJSON {
@@ -66,6 +81,7 @@ func printStats(e *env, s laneStats) {
 	fmt.Fprintf(e.stdout, "  backlog               %6d   (pending %d, retry %d, sending %d)\n", s.Backlog, s.Pending, s.Retry, s.Sending)
 	fmt.Fprintf(e.stdout, "  failure rate, 1 hour  %5.1f%%   (%d failed, %d sent)\n", 100*s.FailureRate, s.FailedLastHour, s.SentLastHour)
 	fmt.Fprintf(e.stdout, "  stuck in sending      %6d   (lease ended over %v ago)\n", s.Stuck, queue.StuckAfter)
+	printLimits(e, s)
 	for _, p := range s.Paused {
 		fmt.Fprintf(e.stdout, "  paused                %s\n", describePause(p))
 	}
@@ -84,4 +100,59 @@ func describePause(p queue.Pause) string {
 		d += ": " + termsafe.Escape(p.Reason)
 	}
 	return d
+}
+
+// collectLimits adds each lane's send limits and their state to out.
+func collectLimits(ctx context.Context, db *sql.DB, lanes []config.Lane, out []laneStats) error {
+	var state map[string]throttle.KeyStatus
+	for i, l := range lanes {
+		p := l.Throttle
+		if p.Empty() && len(p.Limits) == 0 {
+			continue
+		}
+		if state == nil {
+			st, err := throttle.Open(db)
+			if err != nil {
+				return err
+			}
+			keys, err := st.Status(ctx)
+			if err != nil {
+				return fmt.Errorf("%w (run mailspool migrate to make the send limits' tables)", err)
+			}
+			state = map[string]throttle.KeyStatus{}
+			for _, k := range keys {
+				state[k.Key] = k
+			}
+		}
+		add := func(key string, r throttle.Rate, conc int) {
+			ks, ok := state[key]
+			if !ok {
+				ks = throttle.KeyStatus{Key: key, Factor: 1}
+			}
+			out[i].Limits = append(out[i].Limits, limitStats{Key: key, Rate: r.String(), Concurrency: conc, KeyStatus: ks})
+		}
+		for _, lim := range p.Limits {
+			add(lim.Key, lim.Rate, lim.Concurrency)
+		}
+		for _, g := range p.Groups {
+			add("domain:"+g.Name, g.Rate, g.Concurrency)
+		}
+	}
+	return nil
+}
+
+// printLimits prints a lane's send limits.
+func printLimits(e *env, s laneStats) {
+	for _, l := range s.Limits {
+		conc := "unlimited"
+		if l.Concurrency > 0 {
+			conc = fmt.Sprintf("%d/%d in flight", l.InFlight, l.Concurrency)
+		}
+		fmt.Fprintf(e.stdout, "  limit %-22s rate %s, %s; next waits %v; %d granted, %d made to wait\n",
+			termsafe.Escape(l.Key), l.Rate, conc, l.Ahead.Round(time.Millisecond), l.Granted, l.Refused)
+		if l.Factor < 1 {
+			fmt.Fprintf(e.stdout, "    slowed to %.0f%% by %s until %s, back to 100%% by %s (%d slow-downs)\n",
+				100*l.Factor, termsafe.Escape(l.SlowReason), l.SlowUntil.Format(time.RFC3339), l.Recovered.Format(time.RFC3339), l.Slowdowns)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mailspool/mailspool/mailaddr"
@@ -82,7 +83,26 @@ type Policy struct {
 	Log *slog.Logger
 	// OnSlow, when not nil, is told of every slow-down (metrics).
 	OnSlow func(SlowEvent)
+	// MaxHold is how long one sender of this process may wait for its
+	// turn under a limit before it gives its mail back (default
+	// DefaultMaxHold; negative: never wait). Only one sender per key and
+	// process waits at a time, so a limited domain holds at most one
+	// worker slot besides its sends in flight; the others' mail is given
+	// back at once. Without it a rate with a small burst loses the turns
+	// that pass between two claims.
+	MaxHold time.Duration
+
+	waiting *waiters // made by Throttle
 }
+
+// waiters are the keys a sender of this process waits for.
+type waiters struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+// DefaultMaxHold is the default Policy.MaxHold.
+const DefaultMaxHold = time.Second
 
 // DefaultLease is the default Policy.Lease.
 const DefaultLease = 2 * time.Minute
@@ -177,6 +197,7 @@ func (p *Policy) Throttle() (*queue.Throttle, error) {
 	if p.Store == nil {
 		return nil, errors.New("throttle: Policy without a Store")
 	}
+	p.waiting = &waiters{keys: map[string]bool{}}
 	return &queue.Throttle{ScreenFunc: p.screen, AcquireFunc: p.acquire}, nil
 }
 
@@ -199,7 +220,7 @@ func (p *Policy) screen(ctx context.Context, tx queue.DBTX, addrs []string) ([]t
 			if budgets[l.Key] != nil {
 				continue
 			}
-			n, wait, err := p.Store.Available(ctx, tx, l)
+			n, wait, err := p.Store.Available(ctx, tx, l, p.ahead(l))
 			if err != nil {
 				return nil, err
 			}
@@ -244,13 +265,41 @@ func (p *Policy) acquire(ctx context.Context, s queue.ThrottledSend) (func(error
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	err := p.Store.Acquire(ctx, s.Holder, 1, lease, limits)
-	var d *Denied
-	if errors.As(err, &d) {
-		return nil, max(d.Wait, time.Millisecond), nil
+	hold := p.MaxHold
+	if hold == 0 {
+		hold = DefaultMaxHold
 	}
-	if err != nil {
-		return nil, 0, err
+	deadline := time.Now().Add(hold)
+	waitingFor := ""
+	defer func() {
+		if waitingFor != "" {
+			p.waiting.mu.Lock()
+			delete(p.waiting.keys, waitingFor)
+			p.waiting.mu.Unlock()
+		}
+	}()
+	for {
+		err := p.Store.Acquire(ctx, s.Holder, 1, lease, limits)
+		var d *Denied
+		if errors.As(err, &d) {
+			wait := max(d.Wait, time.Millisecond)
+			if d.Reason == "concurrency" {
+				wait = 20 * time.Millisecond // a slot frees when a send returns: look again soon
+			}
+			if time.Until(deadline) < wait || !p.waitFor(d.Key, &waitingFor) {
+				return nil, max(d.Wait, time.Millisecond), nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil, d.Wait, nil
+			case <-time.After(wait):
+			}
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		break
 	}
 	var slotted []string
 	for _, l := range limits {
@@ -277,4 +326,38 @@ func (p *Policy) log() *slog.Logger {
 		return p.Log
 	}
 	return slog.Default()
+}
+
+// waitFor makes this sender the one of its process that waits for key
+// (*held names the key it waits for already); false when another does.
+func (p *Policy) waitFor(key string, held *string) bool {
+	if *held == key {
+		return true
+	}
+	w := p.waiting
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.keys[key] {
+		return false
+	}
+	if *held != "" {
+		delete(w.keys, *held)
+	}
+	w.keys[key] = true
+	*held = key
+	return true
+}
+
+// ahead is how far ahead the claim's screen counts a rate's turns: one
+// send's time, within MaxHold, so that the sender that waits for the next
+// turn has a mail when it comes.
+func (p *Policy) ahead(l Limit) time.Duration {
+	if l.Rate.Off() || p.MaxHold < 0 {
+		return 0
+	}
+	hold := p.MaxHold
+	if hold == 0 {
+		hold = DefaultMaxHold
+	}
+	return min(time.Duration(l.Rate.interval())*time.Microsecond, hold)
 }

@@ -468,7 +468,10 @@ func (s *Store) Release(ctx context.Context, holder string, keys []string) error
 // Available says, without taking anything, how many sends limit l lets
 // start now (a large number when it limits nothing), and when none, how
 // long until one may. q may be the claim's transaction.
-func (s *Store) Available(ctx context.Context, q querier, l Limit) (int, time.Duration, error) {
+//
+// ahead counts the sends the rate lets start within that long too: a
+// sender given one waits for its turn (Policy.MaxHold).
+func (s *Store) Available(ctx context.Context, q querier, l Limit, ahead time.Duration) (int, time.Duration, error) {
 	n := math.MaxInt32
 	var wait time.Duration
 	if !l.Rate.Off() {
@@ -476,6 +479,7 @@ func (s *Store) Available(ctx context.Context, q querier, l Limit) (int, time.Du
 		if err != nil {
 			return 0, 0, err
 		}
+		k.now += ahead.Microseconds()
 		ok, w := k.allowed(l.Rate)
 		n, wait = ok, time.Duration(w)*time.Microsecond
 	}
@@ -551,7 +555,7 @@ type KeyStatus struct {
 	SlowReason string        `json:"slow_reason,omitempty"`
 	SlowUntil  time.Time     `json:"slow_until,omitzero"`   // the lowered rate holds until then
 	Recovered  time.Time     `json:"recovered_at,omitzero"` // back to the configured rate then
-	Ahead      time.Duration `json:"ahead"`                 // how far the rate's schedule runs ahead of now (the wait behind it)
+	Ahead      time.Duration `json:"ahead_ns"`              // how far the rate's schedule runs ahead of now (the wait behind it)
 	InFlight   int           `json:"in_flight"`             // slots held by live leases
 	Slowdowns  int64         `json:"slowdowns"`
 	Granted    int64         `json:"granted"`

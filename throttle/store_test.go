@@ -81,7 +81,7 @@ func TestRateBurstAndBatch(t *testing.T) {
 		// Another key is not touched.
 		require.NoError(t, st.Acquire(ctx, "e", 3, time.Minute, []Limit{{Key: "domain:other.example", Rate: Rate{N: 6, Per: time.Hour, Burst: 3}}}))
 
-		n, wait, err := st.Available(ctx, s.db, l[0])
+		n, wait, err := st.Available(ctx, s.db, l[0], 0)
 		require.NoError(t, err)
 		assert.Zero(t, n)
 		assert.Greater(t, wait, 9*time.Minute)
