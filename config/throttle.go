@@ -23,6 +23,7 @@ import (
 //	[throttle]
 //	lease = "2m"                 # a killed worker's slots come back after this
 //	builtin_rules = true         # the built-in slow-down rules (default true)
+//	builtin_receivers = true     # gmail, microsoft, yahoo groups, concurrency 20 (default false)
 //
 //	[throttle.domains.gmail]     # a group of recipient domains: one receiver
 //	match       = ["gmail.com", "googlemail.com"]
@@ -44,6 +45,7 @@ import (
 type throttleConfig struct {
 	Lease        string                         `toml:"lease"`
 	BuiltinRules *bool                          `toml:"builtin_rules"`
+	Receivers    bool                           `toml:"builtin_receivers"`
 	Domains      map[string]domainLimitConfig   `toml:"domains"`
 	Providers    map[string]providerLimitConfig `toml:"providers"`
 	Rules        []slowRuleConfig               `toml:"rules"`
@@ -173,6 +175,13 @@ func (cfg *Config) loadThrottle(fc *fileConfig) error {
 	groups, err := buildGroups("throttle.domains", "", tc.Domains)
 	if err != nil {
 		return err
+	}
+	if tc.Receivers {
+		for _, g := range throttle.BuiltinGroups {
+			if !slices.ContainsFunc(groups, func(o throttle.Group) bool { return o.Name == g.Name }) {
+				groups = append(groups, g)
+			}
+		}
 	}
 	var rules []throttle.Rule
 	for i, rc := range tc.Rules {

@@ -24,6 +24,7 @@ func TestLoadThrottle(t *testing.T) {
 	cfg, err := config.Load(writeConfig(t, `
 [throttle]
 lease = "3m"
+builtin_receivers = true
 [throttle.domains.gmail]
 match = ["gmail.com", "googlemail.com"]
 rate = "10/s"
@@ -61,15 +62,17 @@ table = "resets"
 	require.Len(t, bulk.Limits, 2)
 	assert.Equal(t, throttle.Limit{Key: "lane:bulk", Rate: throttle.Rate{N: 50, Per: time.Second, Burst: 10}}, bulk.Limits[0])
 	assert.Equal(t, throttle.Limit{Key: "provider:sg", Rate: throttle.Rate{N: 600, Per: time.Minute}}, bulk.Limits[1])
-	require.Len(t, bulk.Groups, 3)
+	require.Len(t, bulk.Groups, 4, "bulk.gmail, gmail, microsoft (the operator's), the built-in yahoo")
 	assert.Equal(t, "bulk.gmail", bulk.Groups[0].Name, "the lane's own group comes first")
 	assert.Equal(t, "gmail", bulk.Groups[1].Name)
 	assert.Equal(t, throttle.Rate{N: 10, Per: time.Second, Burst: 1}, bulk.Groups[1].Rate)
 	assert.Equal(t, "operator:acme", bulk.Rules[0].Name, "operator rules before the built-in ones")
 	assert.Greater(t, len(bulk.Rules), len(throttle.DefaultRules))
 	assert.Empty(t, resets.Limits)
-	require.Len(t, resets.Groups, 2)
-	assert.Equal(t, 5, resets.Groups[1].Concurrency)
+	require.Len(t, resets.Groups, 3)
+	assert.Equal(t, 5, resets.Groups[1].Concurrency, "the operator's microsoft group replaces the built-in one")
+	assert.Equal(t, "yahoo", resets.Groups[2].Name)
+	assert.Equal(t, 20, resets.Groups[2].Concurrency)
 }
 
 func TestThrottleConfigErrors(t *testing.T) {

@@ -29,6 +29,18 @@ type Group struct {
 	Concurrency int
 }
 
+// BuiltinGroups are the big receivers' domains, grouped by operator,
+// with the concurrency Postfix allows one destination by default
+// (default_destination_concurrency_limit = 20): none of them publishes a
+// rate, so they have none (docs/THROTTLING.md). [throttle]
+// builtin_receivers = true adds them after the operator's own groups,
+// which override a group of the same name.
+var BuiltinGroups = []Group{
+	{Name: "gmail", Match: []string{"gmail.com", "googlemail.com"}, Concurrency: 20},
+	{Name: "microsoft", Match: []string{"outlook.com", "outlook.*", "hotmail.com", "hotmail.*", "live.com", "live.*", "msn.com"}, Concurrency: 20},
+	{Name: "yahoo", Match: []string{"yahoo.com", "yahoo.*", "ymail.com", "rocketmail.com", "aol.com", "aim.com"}, Concurrency: 20},
+}
+
 var groupName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // Check says what is wrong with g, if anything.

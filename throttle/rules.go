@@ -47,7 +47,7 @@ const (
 var DefaultRules = []Rule{
 	{Name: "gmail-4.7.28", Enhanced: "4.7.28", Target: "domain", Factor: 0.5, Hold: DefaultHold, Recover: DefaultRecover},
 	{Name: "yahoo-tss04", Text: `\[TSS04\]`, Target: "domain", Factor: 0.5, Hold: DefaultHold, Recover: DefaultRecover},
-	{Name: "microsoft-throttled", Text: `4\.7\.65[0-2]|\bS3114\b|\bS775\b|temporarily rate limited`, Target: "domain", Factor: 0.5, Hold: DefaultHold, Recover: DefaultRecover},
+	{Name: "microsoft-throttled", Text: `4\.7\.65[0-2]|\bRP-00[1-3]\b|has been temporarily rate limited due to IP reputation`, Target: "domain", Factor: 0.5, Hold: DefaultHold, Recover: DefaultRecover},
 	{Name: "ses-throttling", Text: `\b(Throttling|ThrottlingException|TooManyRequests(Exception)?)\b|Maximum sending rate exceeded`, Target: "provider", Factor: 0.5, Hold: time.Minute, Recover: 5 * time.Minute, Pause: true},
 	{Name: "http-429", Code: 429, Target: "provider", Factor: 0.5, Hold: time.Minute, Recover: 5 * time.Minute, Pause: true},
 }

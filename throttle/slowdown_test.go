@@ -19,7 +19,7 @@ import (
 // A scripted burst of 421 4.7.28 replies halves the domain's rate for the
 // rule's hold, after which it climbs back to the configured rate.
 func TestGmail421HalvesTheRateThenRecovers(t *testing.T) {
-	s := openMigrated(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "q.db"))
+	s := openMigrated(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "q.db"), true)
 	ctx := context.Background()
 	const mails = 90
 	q, err := queue.New(ctx, s.db, queue.Lane{}, nil)

@@ -188,6 +188,20 @@ func (r Rate) interval() float64 {
 
 func (r Rate) burst() int { return max(r.Burst, 1) }
 
+// MaxLateness bounds how late a send may start after its turn and still
+// keep the rate's schedule (the GCRA's delay-variation tolerance): a turn
+// may be taken up to min(half an interval, MaxLateness) early, so that a
+// sender woken a little late by a busy machine does not push every later
+// turn back. Being under half an interval, it never lets more than N +
+// Burst sends start within any Per.
+const MaxLateness = 100 * time.Millisecond
+
+// tolerance is how far ahead of now the schedule may run (µs): the burst
+// and the lateness tolerance.
+func (r Rate) tolerance(iv float64) float64 {
+	return float64(r.burst())*iv + min(iv/2, float64(MaxLateness.Microseconds()))
+}
+
 func (r Rate) String() string {
 	if r.Off() {
 		return "unlimited"
@@ -269,7 +283,7 @@ func (k keyState) allowed(r Rate) (n int, waitUS int64) {
 	}
 	iv := r.interval() / k.factorAt(k.now)
 	start := max(k.tat, k.now)
-	room := float64(k.now) + float64(r.burst())*iv - float64(start)
+	room := float64(k.now) + r.tolerance(iv) - float64(start)
 	if room >= iv {
 		return int(room / iv), 0
 	}
@@ -309,10 +323,10 @@ func (s *Store) read(ctx context.Context, q querier, key string) (keyState, erro
 
 // take is the GCRA step: one conditional UPDATE that takes n sends of
 // the key's rate, on the database's clock, when the rate allows them all
-// (interval iv µs, burst b). It reports whether it did.
-func (s *Store) take(ctx context.Context, q querier, key string, n int, iv float64, b int) (bool, error) {
+// (interval iv µs, with r's tolerance). It reports whether it did.
+func (s *Store) take(ctx context.Context, q querier, key string, n int, iv float64, r Rate) (bool, error) {
 	cost := int64(math.Ceil(float64(n) * iv))
-	tol := int64(float64(b) * iv)
+	tol := int64(r.tolerance(iv))
 	now, g := s.d.now(), s.d.greatest()
 	stmt := s.d.rebind(`UPDATE ` + KeysTable + ` SET tat = ` + g + `(tat, ` + now + `) + ?, granted = granted + ?
  WHERE name = ? AND ` + g + `(tat, ` + now + `) + ? <= ` + now + ` + ?`)
@@ -425,7 +439,7 @@ func (s *Store) acquireOne(ctx context.Context, tx *sql.Tx, holder string, n int
 			}
 			return &Denied{Key: l.Key, Reason: "rate", Wait: time.Duration(wait) * time.Microsecond}, nil
 		}
-		ok, err := s.take(ctx, tx, l.Key, n, iv, l.Rate.burst())
+		ok, err := s.take(ctx, tx, l.Key, n, iv, l.Rate)
 		if err != nil {
 			return nil, err
 		}

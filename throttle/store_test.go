@@ -32,17 +32,27 @@ type store struct {
 // PostgreSQL database, each migrated. Under CI=true an unreachable server
 // fails the test; elsewhere its part is skipped saying how to start it.
 func forEachStore(t *testing.T, f func(t *testing.T, s store)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, openMigrated(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "q.db"))) })
-	t.Run("mariadb", func(t *testing.T) { f(t, openMigrated(t, "mariadb", dburltest.MariaDB.Fresh(t))) })
-	t.Run("postgres", func(t *testing.T) { f(t, openMigrated(t, "postgres", dburltest.Postgres.Fresh(t))) })
+	forEachStoreWith(t, false, f)
 }
 
-func openMigrated(t testing.TB, name, u string) store {
+// forEachStoreWith is forEachStore, with the queue's tables too when
+// withQueue.
+func forEachStoreWith(t *testing.T, withQueue bool, f func(t *testing.T, s store)) {
+	t.Run("sqlite", func(t *testing.T) {
+		f(t, openMigrated(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "q.db"), withQueue))
+	})
+	t.Run("mariadb", func(t *testing.T) { f(t, openMigrated(t, "mariadb", dburltest.MariaDB.Fresh(t), withQueue)) })
+	t.Run("postgres", func(t *testing.T) { f(t, openMigrated(t, "postgres", dburltest.Postgres.Fresh(t), withQueue)) })
+}
+
+func openMigrated(t testing.TB, name, u string, withQueue bool) store {
 	t.Helper()
 	db, err := dburl.Open(u)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	require.NoError(t, queue.Migrate(context.Background(), db))
+	if withQueue {
+		require.NoError(t, queue.Migrate(context.Background(), db))
+	}
 	require.NoError(t, Migrate(context.Background(), db))
 	require.NoError(t, Migrate(context.Background(), db), "Migrate runs again")
 	return store{name: name, url: u, db: db}
@@ -180,7 +190,7 @@ func TestHolderProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	st, _ := Open(db)
-	if err := st.Acquire(context.Background(), "killed-holder", 1, 3*time.Second, []Limit{{Key: "domain:kill.example", Concurrency: 1}}); err != nil {
+	if err := st.Acquire(context.Background(), "killed-holder", 1, 1500*time.Millisecond, []Limit{{Key: "domain:kill.example", Concurrency: 1}}); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(2)
 	}
@@ -268,7 +278,7 @@ func TestFactorRecoversGradually(t *testing.T) {
 }
 
 func TestBadLimits(t *testing.T) {
-	s := openMigrated(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "q.db"))
+	s := openMigrated(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "q.db"), false)
 	st := openStore(t, s.db)
 	ctx := context.Background()
 	for _, l := range []Limit{{Key: ""}, {Key: "k", Rate: Rate{N: 1}}, {Key: "k", Concurrency: -1}, {Key: "k", Rate: Rate{N: -1, Per: time.Second}}} {

@@ -115,7 +115,7 @@ func countSent(t *testing.T, db *sql.DB) int {
 // (on the database's clock), and mail to the unlimited domain is not held
 // behind it.
 func TestWorkersShareLimits(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s store) {
+	forEachStoreWith(t, true, func(t *testing.T, s store) {
 		ctx := context.Background()
 		const perDomain = 30
 		q, err := queue.New(ctx, s.db, queue.Lane{}, nil)
