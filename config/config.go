@@ -76,6 +76,7 @@ type fileConfig struct {
 	StatusPage  *statusPageConfig     `toml:"status_page"`
 	Serve       *serveConfig          `toml:"serve"`
 	Unsubscribe *unsubscribeConfig    `toml:"unsubscribe"`
+	Bounces     *bouncesConfig        `toml:"bounces"`
 	Lanes       map[string]laneConfig `toml:"lanes"`
 	Throttle    *throttleConfig       `toml:"throttle"`
 }
@@ -107,6 +108,7 @@ type laneConfig struct {
 	Suppression        *suppressionConfig  `toml:"suppression"`
 	Throttle           *laneThrottleConfig `toml:"throttle"`
 	Bulk               bool                `toml:"bulk"`
+	VERP               bool                `toml:"verp"`
 }
 
 // ruleConfig is one [[lanes.NAME.rules]] entry: a classify.Rule.
@@ -145,6 +147,9 @@ type Config struct {
 	// Unsubscribe is one-click unsubscribe for the bulk lanes; nil
 	// without [unsubscribe].
 	Unsubscribe *Unsubscribe
+	// Bounces is the VERP return paths' domain and key and the bounce
+	// listener; nil without [bounces].
+	Bounces *Bounces
 }
 
 // Lane is everything one lane's worker needs.
@@ -214,7 +219,10 @@ func Load(path, database string) (*Config, error) {
 	if cfg.Unsubscribe, err = loadUnsubscribe(fc.Unsubscribe); err != nil {
 		return nil, err
 	}
-	if cfg.Serve, err = loadServe(fc.Serve, cfg.Unsubscribe != nil); err != nil {
+	if cfg.Bounces, err = loadBounces(fc.Bounces); err != nil {
+		return nil, err
+	}
+	if cfg.Serve, err = loadServe(fc.Serve, cfg.Unsubscribe != nil || cfg.Bounces != nil); err != nil {
 		return nil, err
 	}
 	if v := os.Getenv("MAILSPOOL_DATABASE"); v != "" {
@@ -246,6 +254,11 @@ func Load(path, database string) (*Config, error) {
 				return nil, fmt.Errorf("config: lanes.%s.bulk: a bulk lane's mail carries one-click unsubscribe links: configure [unsubscribe] (url, keys)", name)
 			}
 			ls.Bulk = cfg.Unsubscribe
+		}
+		if fc.Lanes[name].VERP {
+			if err := verpLane(cfg.Bounces, &ls); err != nil {
+				return nil, err
+			}
 		}
 		if ls.Alerts, err = laneAlerts(name, ls.Transport, fc.Lanes[name].Alerts, cfg.Alerts != nil); err != nil {
 			return nil, err

@@ -56,7 +56,7 @@ type Serve struct {
 }
 
 // loadServe reads [serve]; nil without one.
-func loadServe(sc *serveConfig, unsubscribe bool) (*Serve, error) {
+func loadServe(sc *serveConfig, more bool) (*Serve, error) {
 	if sc == nil {
 		return nil, nil
 	}
@@ -111,8 +111,8 @@ func loadServe(sc *serveConfig, unsubscribe bool) (*Serve, error) {
 		}
 		s.Options.SESTopics = ses.TopicARNs
 	}
-	if s.Options.SendGridKey == nil && len(s.Options.SESTopics) == 0 && !unsubscribe {
-		return nil, fmt.Errorf("config: serve: neither [serve.sendgrid], [serve.ses] nor [unsubscribe]: nothing to serve")
+	if s.Options.SendGridKey == nil && len(s.Options.SESTopics) == 0 && !more {
+		return nil, fmt.Errorf("config: serve: neither [serve.sendgrid], [serve.ses], [unsubscribe] nor [bounces]: nothing to serve")
 	}
 	return s, nil
 }

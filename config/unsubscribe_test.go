@@ -65,3 +65,51 @@ func TestUnsubscribeConfig(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "short-secret", "the secret never appears in an error")
 }
+
+func TestBouncesConfig(t *testing.T) {
+	t.Setenv("TEST_VERP_KEY", strings.Repeat("0f", 32))
+	base := `
+[lanes.news]
+transport = "fake://"
+verp = true
+
+[lanes.tx]
+transport = "fake://"
+table = "tx_queue"
+
+[bounces]
+domain = "bounces.example.com"
+key_env = "TEST_VERP_KEY"
+listen = "127.0.0.1:2525"
+`
+	cfg, err := config.Load(writeConfig(t, base), "")
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Bounces)
+	for _, l := range cfg.Lanes {
+		if l.Lane.Name == "news" {
+			require.NotNil(t, l.Lane.ReturnPath)
+			rp := l.Lane.ReturnPath(7)
+			assert.Regexp(t, `^bounces\+news\.7\.[a-z2-7]{10}@bounces\.example\.com$`, rp)
+			lane, id, ok := cfg.Bounces.Signer.Parse(rp)
+			assert.True(t, ok)
+			assert.Equal(t, "news", lane)
+			assert.Equal(t, int64(7), id)
+		} else {
+			assert.Nil(t, l.Lane.ReturnPath, "a lane without verp keeps its From as envelope sender")
+		}
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{`key_env = "TEST_VERP_KEY"`, `key_env = "TEST_VERP_NONE"`, "TEST_VERP_NONE is empty or not set"},
+		{`domain = "bounces.example.com"`, `domain = "not a domain"`, "not a domain name"},
+		{`listen = "127.0.0.1:2525"`, `listen = "nowhere"`, "bounces.listen"},
+		{"", "", "lanes.news.verp"},
+	} {
+		text := strings.Replace(base, c.old, c.new, 1)
+		if c.old == "" { // verp without [bounces]
+			text = base[:strings.Index(base, "[bounces]")]
+		}
+		_, err := config.Load(writeConfig(t, text), "")
+		require.Error(t, err, c.want)
+		assert.Contains(t, err.Error(), c.want)
+	}
+}

@@ -244,6 +244,9 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 	if j.maybeDelivered {
 		ctx = transport.WithMaybeDelivered(ctx)
 	}
+	if rp := w.q.lane.ReturnPath; rp != nil {
+		j.msg.ReturnPath = rp(j.id)
+	}
 	start := time.Now()
 	receipt, err := w.tr.Send(ctx, &j.msg)
 	took := time.Since(start)

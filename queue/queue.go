@@ -87,6 +87,10 @@ type Lane struct {
 	// every worker (package throttle): checked at each claim and before
 	// each send.
 	Throttle *Throttle
+	// ReturnPath, when not nil, returns the envelope sender of mail id,
+	// set as transport.Message.ReturnPath at each send: a VERP address
+	// (package verp) that links the bounces to the mail.
+	ReturnPath func(id int64) string
 }
 
 // DefaultMaxSize is the default Lane.MaxSize.

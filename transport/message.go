@@ -49,6 +49,14 @@ type Message struct {
 	// Attachments are files sent with the mail: attached, or shown inside
 	// the HTML body (Inline, referenced as cid:ContentID). See [Attachment].
 	Attachments []Attachment
+	// ReturnPath, when not "", is the envelope sender (SMTP MAIL FROM, the
+	// Return-Path the receiver writes) instead of From: the address
+	// delivery status notifications go to. The queue's worker sets it from
+	// the lane (a VERP address, package verp) at each send; it is not
+	// stored. The SMTP adapter sends it as MAIL FROM; Amazon SES as the
+	// FeedbackForwardingEmailAddress; SendGrid's API has no such field and
+	// ignores it.
+	ReturnPath string
 }
 
 // Header is one extra header field.
@@ -116,6 +124,9 @@ func (m *Message) Validate() error {
 		return err
 	}
 	if err := validateAddress("reply_to", m.ReplyTo, false); err != nil {
+		return err
+	}
+	if err := validateAddress("return_path", mail.Address{Address: m.ReturnPath}, false); err != nil {
 		return err
 	}
 	if m.MessageID != "" {

@@ -31,7 +31,8 @@ type sendEmailRequest struct {
 		Simple   json.RawMessage
 		Template json.RawMessage
 	}
-	ConfigurationSetName string
+	ConfigurationSetName           string
+	FeedbackForwardingEmailAddress string
 
 	// AccessKeyID and Region are read from the SigV4 credential scope.
 	AccessKeyID string `json:"-"`

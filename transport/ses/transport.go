@@ -152,6 +152,12 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	if t.confSet != "" {
 		in.ConfigurationSetName = aws.String(t.confSet)
 	}
+	if a.ReturnPath != "" {
+		// SES sends from its own MAIL FROM domain; what it offers is to
+		// forward the bounces and complaints it receives to this address
+		// (which must be a verified identity, or in a verified domain).
+		in.FeedbackForwardingEmailAddress = aws.String(a.ReturnPath)
+	}
 	out, err := t.client.SendEmail(ctx, in)
 	if err != nil {
 		return transport.Receipt{}, classifySendError(err, wrote(), time.Now())

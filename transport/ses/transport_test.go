@@ -87,6 +87,24 @@ func TestSendRequest(t *testing.T) {
 	assert.Equal(t, "<p>It ships today.</p>", strings.TrimRight(got.HTML, "\n"))
 }
 
+// TestSendReturnPath: SES keeps its own MAIL FROM; a message's return
+// path becomes the address SES forwards its bounces and complaints to.
+func TestSendReturnPath(t *testing.T) {
+	t.Parallel()
+	f := newFakeSES(t, func(w http.ResponseWriter, _ *http.Request) { writeMessageID(w, newMessageID()) })
+	tr := openStatic(t, f.srv.URL, nil)
+	m := testMessage()
+	m.ReturnPath = "bounces+news.42.abcdefghij@bounces.example.com"
+	_, err := tr.Send(context.Background(), m)
+	require.NoError(t, err)
+	_, err = tr.Send(context.Background(), testMessage())
+	require.NoError(t, err)
+	reqs := f.Requests()
+	require.Len(t, reqs, 2)
+	assert.Equal(t, m.ReturnPath, reqs[0].FeedbackForwardingEmailAddress)
+	assert.Empty(t, reqs[1].FeedbackForwardingEmailAddress)
+}
+
 func TestSendWithoutConfigurationSetOmitsIt(t *testing.T) {
 	t.Parallel()
 	f := newFakeSES(t, func(w http.ResponseWriter, _ *http.Request) { writeMessageID(w, newMessageID()) })

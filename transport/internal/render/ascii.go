@@ -32,7 +32,14 @@ func ASCII(m *transport.Message) (*transport.Message, error) {
 		}
 		a.addr.Address = s
 	}
-	if out.From == m.From && out.To == m.To && out.ReplyTo == m.ReplyTo {
+	if out.ReturnPath != "" {
+		s, err := asciiAddress(out.ReturnPath)
+		if err != nil {
+			return nil, &transport.ValidationError{Field: "return_path", Reason: err.Error()}
+		}
+		out.ReturnPath = s
+	}
+	if out.From == m.From && out.To == m.To && out.ReplyTo == m.ReplyTo && out.ReturnPath == m.ReturnPath {
 		return m, nil
 	}
 	return &out, nil

@@ -34,6 +34,12 @@ func Msg(m *transport.Message) (*mail.Msg, error) {
 	msg := mail.NewMsg(mail.WithNoDefaultUserAgent())
 	msg.FromMailAddress(&m.From)
 	msg.ToMailAddress(&m.To)
+	if m.ReturnPath != "" {
+		// The envelope sender: MAIL FROM, never a header of the mail.
+		if err := msg.EnvelopeFrom(m.ReturnPath); err != nil {
+			return nil, &transport.ValidationError{Field: "return_path", Reason: err.Error()}
+		}
+	}
 	if m.ReplyTo.Address != "" {
 		msg.ReplyToMailAddress(&m.ReplyTo)
 	}

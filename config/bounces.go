@@ -1,0 +1,94 @@
+package config
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/mailspool/mailspool/verp"
+)
+
+// bouncesConfig is the [bounces] table: VERP return paths for the lanes
+// that ask for them (lanes.NAME.verp = true), and the SMTP listener of
+// mailspool serve --smtp that receives the bounces and complaint reports
+// sent to them (package bounce).
+//
+//	[bounces]
+//	domain   = "bounces.example.com"  # its MX points at mailspool serve --smtp
+//	key_env  = "MAILSPOOL_VERP_KEY"   # 32+ random bytes, hex or base64
+//	listen   = "0.0.0.0:25"           # or mailspool serve --smtp ADDR
+//	max_size = 10485760               # bytes of one report
+//
+//	[lanes.news]
+//	verp = true
+type bouncesConfig struct {
+	Domain  string `toml:"domain"`
+	KeyEnv  string `toml:"key_env"`
+	Listen  string `toml:"listen"`
+	MaxSize int64  `toml:"max_size"`
+}
+
+// Bounces is the validated [bounces] table.
+type Bounces struct {
+	Signer  *verp.Signer // holds the key: never log it
+	Listen  string       // "" unless the file or --smtp names it
+	MaxSize int64        // 0: the listener's default
+}
+
+// MaxBounceSize bounds [bounces] max_size.
+const MaxBounceSize = 64 << 20
+
+// loadBounces reads [bounces]; nil without one.
+func loadBounces(bc *bouncesConfig) (*Bounces, error) {
+	if bc == nil {
+		return nil, nil
+	}
+	if bc.KeyEnv == "" {
+		return nil, fmt.Errorf("config: bounces.key_env: missing (the variable that holds the VERP key: 32 random bytes or more, hex or base64: openssl rand -hex 32)")
+	}
+	v := strings.TrimSpace(os.Getenv(bc.KeyEnv))
+	if v == "" {
+		return nil, fmt.Errorf("config: bounces.key_env: %s is empty or not set", bc.KeyEnv)
+	}
+	key, err := hex.DecodeString(v)
+	if err != nil {
+		if key, err = base64.StdEncoding.DecodeString(v); err != nil {
+			return nil, fmt.Errorf("config: bounces.key_env: %s is neither hex nor base64", bc.KeyEnv)
+		}
+	}
+	b := &Bounces{Listen: bc.Listen, MaxSize: bc.MaxSize}
+	if b.Signer, err = verp.New(key, bc.Domain); err != nil {
+		return nil, fmt.Errorf("config: bounces: %s", strings.TrimPrefix(err.Error(), "verp: "))
+	}
+	if b.Listen != "" {
+		_, port, err := net.SplitHostPort(b.Listen)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+			return nil, fmt.Errorf("config: bounces.listen: %q is not host:port (e.g. 0.0.0.0:25)", b.Listen)
+		}
+	}
+	if b.MaxSize < 0 || b.MaxSize > MaxBounceSize {
+		return nil, fmt.Errorf("config: bounces.max_size: %d is not between 1 and %d bytes", b.MaxSize, MaxBounceSize)
+	}
+	return b, nil
+}
+
+// verpLane gives lane l its VERP return path.
+func verpLane(b *Bounces, l *Lane) error {
+	if b == nil {
+		return fmt.Errorf("config: lanes.%s.verp: configure [bounces] (domain, key_env) first", l.Lane.Name)
+	}
+	name := l.Lane.Name
+	if err := verp.CheckLane(name); err != nil {
+		return fmt.Errorf("config: lanes.%s.verp: the lane's name is over %d characters, too long for a return path", name, verp.MaxLane)
+	}
+	s := b.Signer
+	l.Lane.ReturnPath = func(id int64) string {
+		a, _ := s.Address(name, id) // the name was checked; ids are positive
+		return a
+	}
+	return nil
+}
