@@ -1,6 +1,11 @@
 package config
 
 import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -8,6 +13,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/emersion/go-smtp"
+	"github.com/mailspool/mailspool/bounce"
+	"github.com/mailspool/mailspool/inbound"
+	"github.com/mailspool/mailspool/queue"
 
 	"github.com/mailspool/mailspool/verp"
 )
@@ -91,4 +101,44 @@ func verpLane(b *Bounces, l *Lane) error {
 		return a
 	}
 	return nil
+}
+
+// BounceServer returns the bounce listener (package bounce) on db, which
+// finds the mail a return path names in the lane's queue. nil without
+// [bounces].
+func (c *Config) BounceServer(ctx context.Context, db *sql.DB, log *slog.Logger, observe func(inbound.Event)) (*smtp.Server, error) {
+	if c.Bounces == nil {
+		return nil, nil
+	}
+	queues := map[string]*queue.Queue{}
+	for _, l := range c.Lanes {
+		if l.Lane.ReturnPath == nil {
+			continue
+		}
+		q, err := queue.New(ctx, db, l.Lane, nil)
+		if err != nil {
+			return nil, fmt.Errorf("lane %s: %w", l.Lane.Name, err)
+		}
+		queues[l.Lane.Name] = q
+	}
+	return bounce.NewServer(db, bounce.Options{
+		Signer:      c.Bounces.Signer,
+		MaxSize:     c.Bounces.MaxSize,
+		Logger:      log,
+		ObserveFunc: observe,
+		Mails: func(ctx context.Context, lane string, id int64) (bounce.Mail, error) {
+			q := queues[lane]
+			if q == nil {
+				return bounce.Mail{}, bounce.ErrNoMail // a lane no longer configured
+			}
+			r, err := q.Row(ctx, id)
+			if errors.Is(err, queue.ErrNotFound) {
+				return bounce.Mail{}, bounce.ErrNoMail
+			}
+			if err != nil {
+				return bounce.Mail{}, err
+			}
+			return bounce.Mail{Recipient: r.To, MessageID: r.MessageID, ProviderID: r.ProviderID}, nil
+		},
+	})
 }

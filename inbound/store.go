@@ -167,6 +167,9 @@ type Recorded struct {
 	fresh      []Event
 }
 
+// Fresh returns the events stored for the first time.
+func (r Recorded) Fresh() []Event { return r.fresh }
+
 // record stores evs in one transaction, skipping the ones already
 // stored, and suppresses the recipients of new events that say so, under
 // p (scope: suppress.ScopeOf, an unsubscribe in unsubscribeScope). Nothing

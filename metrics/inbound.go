@@ -33,6 +33,10 @@ func NewInbound() *Inbound {
 	}
 }
 
+// Observe counts an event recorded for the first time (the bounce
+// listener's ObserveFunc).
+func (m *Inbound) Observe(e inbound.Event) { m.events.WithLabelValues(e.Provider, e.Type).Inc() }
+
 // Unsubscribe makes h count its requests.
 func (m *Inbound) Unsubscribe(h *unsubscribe.Handler) {
 	h.ObserveFunc = func(outcome string) { m.unsub.WithLabelValues(outcome).Inc() }
@@ -40,7 +44,7 @@ func (m *Inbound) Unsubscribe(h *unsubscribe.Handler) {
 
 // Options returns o with the counters as its ObserveFunc and RejectFunc.
 func (m *Inbound) Options(o inbound.Options) inbound.Options {
-	o.ObserveFunc = func(e inbound.Event) { m.events.WithLabelValues(e.Provider, e.Type).Inc() }
+	o.ObserveFunc = m.Observe
 	o.RejectFunc = func(provider, reason string) { m.rejected.WithLabelValues(provider, reason).Inc() }
 	return o
 }
