@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/mailspool/mailspool/internal/sqlstore"
 )
 
 // dialect holds the few places where MySQL/MariaDB, PostgreSQL and SQLite
@@ -246,6 +248,17 @@ func isLockConflict(err error) bool {
 }
 
 // quote quotes an identifier that was validated by validTable.
+// store is the store's name as package sqlstore gives it.
+func (d dialect) store() sqlstore.Name {
+	switch {
+	case d.sqlite:
+		return sqlstore.SQLite
+	case d.postgres:
+		return sqlstore.Postgres
+	}
+	return sqlstore.MySQL
+}
+
 func (d dialect) quote(ident string) string {
 	if d.sqlite || d.postgres {
 		return `"` + ident + `"`

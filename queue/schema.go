@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mailspool/mailspool/internal/ddl"
 )
 
 // DefaultTable is the table of a Lane that names none.
@@ -466,11 +468,30 @@ const lanesTable = "mailspool_lanes"
 // (DefaultTable when none is given) to SchemaVersion. It is idempotent, and
 // safe to re-run after an interruption. The version of each lane table is
 // kept in the mailspool_schema table.
+//
+// Each step of a lane table's schema is done whole or not at all on
+// PostgreSQL and SQLite (one transaction with the record of its version);
+// on MySQL/MariaDB, where DDL commits by itself, a step's statements are
+// each safe to repeat and its version is recorded after the last, so the
+// next Migrate re-runs a step cut short. Before any DDL, a table or index
+// of the name Migrate would create that is not mailspool's stops it, with
+// nothing changed (see internal/ddl).
 func Migrate(ctx context.Context, db *sql.DB, tables ...string) error {
+	return migrate(ctx, db, nil, tables...)
+}
+
+// stepHook is called before statement stmt of step version of table, and
+// with stmt == the step's statement count before the version is recorded;
+// an error stops the migration there. Tests use it to cut a migration
+// short at every point.
+type stepHook func(table string, version, stmt int) error
+
+func migrate(ctx context.Context, db *sql.DB, hook stepHook, tables ...string) error {
 	d, err := detectDialect(ctx, db)
 	if err != nil {
 		return err
 	}
+	store := d.store()
 	if len(tables) == 0 {
 		tables = []string{DefaultTable}
 	}
@@ -482,32 +503,50 @@ func Migrate(ctx context.Context, db *sql.DB, tables ...string) error {
 	if err := distinctTables(tables); err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, createSchemaTable(d)); err != nil {
-		return fmt.Errorf("queue: migrate: creating %s: %w", schemaTable, err)
+	// Everything is checked before anything is created.
+	shared := append([]string{createSchemaTable(d)}, SharedTables...)
+	if err := ddl.Conflicts(ctx, db, store, shared, nil); err != nil {
+		return fmt.Errorf("queue: migrate: %w", err)
 	}
-	for _, stmt := range SharedTables {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
+	current := make([]int, len(tables))
+	for i, table := range tables {
+		if current[i], err = recordedVersion(ctx, db, d, table); err != nil {
+			return err
+		}
+		if current[i] > SchemaVersion() {
+			return fmt.Errorf("queue: migrate: table %s is at schema version %d, newer than this program's %d; upgrade mailspool", table, current[i], SchemaVersion())
+		}
+		var all, pending []string
+		for _, m := range migrations {
+			stmts := migrationSQL(d, m, table)
+			all = append(all, stmts...)
+			if m.version > current[i] {
+				pending = append(pending, stmts...)
+			}
+		}
+		if err := ddl.Conflicts(ctx, db, store, pending, ddl.Columns(all)); err != nil {
+			return fmt.Errorf("queue: migrate %s: %w", table, err)
+		}
+	}
+	for _, stmt := range shared {
+		if err := ddl.Run(ctx, db, store, ddl.Step{Stmts: []string{stmt}}); err != nil {
 			return fmt.Errorf("queue: migrate: creating the shared tables: %w", err)
 		}
 	}
-	for _, table := range tables {
-		if err := validTable(table); err != nil {
-			return err
-		}
-		if err := migrateTable(ctx, db, d, table); err != nil {
+	for i, table := range tables {
+		if err := migrateTable(ctx, db, d, table, current[i], hook); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) error {
-	current, err := schemaVersionOf(ctx, db, d, table)
-	if err != nil {
-		return err
-	}
-	if current > SchemaVersion() {
-		return fmt.Errorf("queue: migrate: table %s is at schema version %d, newer than this program's %d; upgrade mailspool", table, current, SchemaVersion())
+func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string, current int, hook stepHook) error {
+	var upsert string
+	if d.sqlite || d.postgres {
+		upsert = `INSERT INTO ` + d.quote(schemaTable) + ` (tbl, version, applied_at) VALUES (?, ?, ?) ON CONFLICT (tbl) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`
+	} else {
+		upsert = `INSERT INTO ` + d.quote(schemaTable) + ` (tbl, version, applied_at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE version = VALUES(version), applied_at = VALUES(applied_at)`
 	}
 	for _, m := range migrations {
 		if m.version <= current {
@@ -523,19 +562,21 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string) erro
 				stmts = nil
 			}
 		}
-		for _, stmt := range stmts {
-			if _, err := db.ExecContext(ctx, stmt); err != nil && !alreadyThere(err) {
-				return fmt.Errorf("queue: migrate %s to version %d: %w", table, m.version, err)
-			}
+		step := ddl.Step{
+			Stmts: stmts,
+			Done:  alreadyThere,
+			Record: func(ctx context.Context, ex ddl.Execer) error {
+				if _, err := ex.ExecContext(ctx, d.rebind(upsert), table, m.version, time.Now().UnixMilli()); err != nil {
+					return fmt.Errorf("recording version %d: %w", m.version, err)
+				}
+				return nil
+			},
 		}
-		var upsert string
-		if d.sqlite || d.postgres {
-			upsert = `INSERT INTO ` + d.quote(schemaTable) + ` (tbl, version, applied_at) VALUES (?, ?, ?) ON CONFLICT (tbl) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`
-		} else {
-			upsert = `INSERT INTO ` + d.quote(schemaTable) + ` (tbl, version, applied_at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE version = VALUES(version), applied_at = VALUES(applied_at)`
+		if hook != nil {
+			step.Before = func(i int) error { return hook(table, m.version, i) }
 		}
-		if _, err := db.ExecContext(ctx, d.rebind(upsert), table, m.version, time.Now().UnixMilli()); err != nil {
-			return fmt.Errorf("queue: migrate: recording version %d of %s: %w", m.version, table, err)
+		if err := ddl.Run(ctx, db, d.store(), step); err != nil {
+			return fmt.Errorf("queue: migrate %s to version %d: %w", table, m.version, err)
 		}
 	}
 	return nil

@@ -67,6 +67,11 @@ func TableVersion(ctx context.Context, db *sql.DB, table string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return recordedVersion(ctx, db, d, table)
+}
+
+// recordedVersion is TableVersion in dialect d: it creates nothing.
+func recordedVersion(ctx context.Context, db *sql.DB, d dialect, table string) (int, error) {
 	var exists int
 	q := `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`
 	switch {
