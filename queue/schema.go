@@ -77,7 +77,16 @@ func distinctTables(tables []string) error {
 // (table, table_limits, table_bodies), in one list: a lane's table may be
 // none of them, and Lane.Validate and Migrate say so before any DDL runs.
 // A package that adds a shared table adds it here.
-var OwnTables = []string{schemaTable, lanesTable, alertsTable, runsTable}
+var OwnTables = []string{schemaTable, lanesTable, alertsTable, runsTable, suppressionsTable, eventsTable}
+
+// The tables of packages that build on the queue, named here so that no
+// lane takes them (their tests check that the names agree): the
+// suppression list (suppress.Table) and the provider events
+// (inbound.Table).
+const (
+	suppressionsTable = "mailspool_suppressions"
+	eventsTable       = "mailspool_events"
+)
 
 // The tables the alerter keeps its state in (see SharedTables).
 const (

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/mailspool/mailspool/internal/ddl"
 	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/internal/sqlstore"
 )
@@ -86,12 +87,29 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	for _, stmt := range d.createSQL() {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("suppress: migrate: %w", err)
-		}
+	// A table of this name that is not mailspool's stops the migration
+	// before any DDL; the statements run in one transaction on
+	// PostgreSQL and SQLite (on MySQL there is one, CREATE TABLE IF NOT
+	// EXISTS).
+	store := d.store()
+	if err := ddl.Conflicts(ctx, db, store, d.createSQL(), nil); err != nil {
+		return fmt.Errorf("suppress: migrate: %w", err)
+	}
+	if err := ddl.Run(ctx, db, store, ddl.Step{Stmts: d.createSQL()}); err != nil {
+		return fmt.Errorf("suppress: migrate: %w", err)
 	}
 	return nil
+}
+
+// store is the store's name as package sqlstore gives it.
+func (d dialect) store() sqlstore.Name {
+	switch d {
+	case sqliteDialect:
+		return sqlstore.SQLite
+	case postgresDialect:
+		return sqlstore.Postgres
+	}
+	return sqlstore.MySQL
 }
 
 // SchemaSQL is the DDL Migrate runs on a store ("mysql" for MySQL and

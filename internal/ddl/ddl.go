@@ -60,8 +60,7 @@ func definitions(body string) []string {
 	return append(out, body[start:])
 }
 
-var (
-)
+var ()
 
 // keywords that start a line of a CREATE TABLE body that is not a column.
 var notColumn = []string{"primary", "unique", "key", "index", "constraint", "foreign", "check"}
