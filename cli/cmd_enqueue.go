@@ -28,6 +28,7 @@ import (
 //	 "reply_to": "help@shop.example", "template": "welcome",
 //	 "max_attempts": 1, "not_after": "2026-12-02T12:00:00Z", "delay": "10m",
 //	 "idempotency_key": "order-42", "client_ip": "192.0.2.1", "priority": 9,
+//	 "idempotency_scope": "invite-42" (instead of idempotency_key: once per scope and mailbox),
 //	 "attachments": [{"path": "invoice.pdf"},
 //	                 {"filename": "logo.png", "content": "<base64>", "content_type": "image/png", "content_id": "logo"}]}
 type mailSpec struct {
@@ -44,7 +45,10 @@ type mailSpec struct {
 	NotAfter       string       `json:"not_after,omitempty"`
 	Delay          string       `json:"delay,omitempty"`
 	IdempotencyKey string       `json:"idempotency_key,omitempty"`
-	ClientIP       string       `json:"client_ip,omitempty"`
+	// IdempotencyScope queues at most once per scope and recipient
+	// mailbox (queue.RecipientIdempotencyKey).
+	IdempotencyScope string `json:"idempotency_scope,omitempty"`
+	ClientIP         string `json:"client_ip,omitempty"`
 	// Priority is 0..9, 9 first; nil means queue.DefaultPriority.
 	Priority    *int             `json:"priority,omitempty"`
 	Attachments []attachmentSpec `json:"attachments,omitempty"`
@@ -218,7 +222,8 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 	fs.IntVar(&m.MaxAttempts, "max-attempts", 0, "attempts before failing (1 = single attempt); default the lane's")
 	fs.StringVar(&m.NotAfter, "not-after", "", "drop the mail if not sent by this RFC 3339 time")
 	fs.StringVar(&m.Delay, "delay", "", "send no earlier than this long from now (e.g. 10m, 2d)")
-	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "queue at most once per key")
+	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "queue at most once per key (compared as written)")
+	fs.StringVar(&m.IdempotencyScope, "idempotency-scope", "", "queue at most once per this scope and recipient mailbox, however the address is spelled")
 	fs.StringVar(&m.ClientIP, "client-ip", "", "client IP the lane's IP limit applies to")
 	fs.Var(&f.attach, "attach", "attach FILE; FILE;type=T sets its content type (sniffed otherwise), FILE;inline=CID makes it an inline part the HTML shows as cid:CID (repeatable)")
 	fs.Func("priority", "0..9, claimed highest first within the lane (default 5)", func(s string) error {
@@ -487,6 +492,12 @@ func (s mailSpec) build() (*transport.Message, []queue.Option, error) {
 	}
 	if s.IdempotencyKey != "" {
 		opts = append(opts, queue.IdempotencyKey(s.IdempotencyKey))
+	}
+	if s.IdempotencyScope != "" {
+		if s.IdempotencyKey != "" {
+			return nil, nil, errors.New("idempotency_key and idempotency_scope: give one")
+		}
+		opts = append(opts, queue.RecipientIdempotencyKey(s.IdempotencyScope))
 	}
 	if s.ClientIP != "" {
 		opts = append(opts, queue.ClientIP(s.ClientIP))

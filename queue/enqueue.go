@@ -2,7 +2,9 @@ package queue
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +62,7 @@ type Option func(*enqueueOptions) error
 type enqueueOptions struct {
 	nice        int // MaxPriority - the priority
 	idemKey     string
+	idemScope   string // RecipientIdempotencyKey: idemKey is made from it and the recipient
 	duplicate   *bool
 	clientIP    string
 	maxAttempts int
@@ -111,6 +114,42 @@ func IdempotencyKey(key string) Option {
 		o.idemKey = key
 		return nil
 	}
+}
+
+// RecipientIdempotencyKey makes the enqueue happen at most once per scope,
+// recipient mailbox and lane: "send invite 42 to each attendee once" is
+// RecipientIdempotencyKey("invite-42"). The key is the scope, a slash and
+// the recipient's mailaddr.Key (the normalized address with the local part
+// case-folded), so that every spelling of one mailbox (case, fullwidth
+// letters, an ideographic full stop, a U-label or its A-label) is one key;
+// a key over 191 bytes ends in a SHA-256 of the address instead. Building
+// the key from the address as typed (IdempotencyKey("invite-42/"+addr))
+// would queue one mail per spelling. IdempotencyKey itself is opaque and
+// compared as written. The scope is 1..128 bytes without control or format
+// characters; giving both options is an error.
+func RecipientIdempotencyKey(scope string) Option {
+	return func(o *enqueueOptions) error {
+		if scope == "" || len(scope) > maxIdemScope {
+			return &InvalidError{Reason: fmt.Sprintf("idempotency scope must be 1..%d bytes, got %d", maxIdemScope, len(scope))}
+		}
+		if reason := controlProblem(scope); reason != "" {
+			return &InvalidError{Reason: "idempotency scope " + reason}
+		}
+		o.idemScope = scope
+		return nil
+	}
+}
+
+const maxIdemScope = 128
+
+// recipientIdemKey is RecipientIdempotencyKey's key for a recipient whose
+// mailaddr.Key is addrKey.
+func recipientIdemKey(scope, addrKey string) string {
+	if k := scope + "/" + addrKey; len(k) <= 191 {
+		return k
+	}
+	sum := sha256.Sum256([]byte(addrKey))
+	return scope + "/sha256:" + hex.EncodeToString(sum[:16])
 }
 
 // ReportDuplicate sets *dup to whether the enqueue found its
@@ -229,6 +268,16 @@ func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, op
 	m, err := normalizeAddresses(m)
 	if err != nil {
 		return 0, err
+	}
+	if o.idemScope != "" {
+		if o.idemKey != "" {
+			return 0, &InvalidError{Reason: "both an idempotency key and an idempotency scope given"}
+		}
+		k, err := mailaddr.Key(m.To.Address)
+		if err != nil {
+			return 0, &InvalidError{Reason: err.Error()}
+		}
+		o.idemKey = recipientIdemKey(o.idemScope, k)
 	}
 	if m, err = q.prepare(m, &o); err != nil {
 		return 0, err
