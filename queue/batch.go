@@ -30,7 +30,9 @@ const (
 // done and every outcome is written (nil when nothing was claimed).
 func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, error) {
 	token := w.opts.ID + "." + strconv.FormatUint(w.seq.Add(1), 36)
-	jobs, err := w.q.claim(ctx, token, limit, w.opts.LeaseMargin, &w.cursor)
+	claimCtx, cancel := context.WithTimeout(ctx, dbBound)
+	jobs, err := w.q.claim(claimCtx, token, limit, w.opts.LeaseMargin, &w.cursor)
+	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
 			w.storeFailed(&w.claims, err)

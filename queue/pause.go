@@ -123,7 +123,9 @@ func (w *Worker) pausedByOperator(ctx context.Context) bool {
 		return w.paused.on
 	}
 	w.paused.next = now.Add(w.opts.PollInterval)
-	on, err := w.q.operatorPaused(ctx)
+	opCtx, cancel := context.WithTimeout(ctx, dbBound)
+	on, err := w.q.operatorPaused(opCtx)
+	cancel()
 	if err != nil {
 		return w.paused.on
 	}
@@ -142,14 +144,18 @@ func (w *Worker) pausedByOperator(ctx context.Context) bool {
 // process; a failure only costs the display.
 func (w *Worker) holdLane(ctx context.Context, pause time.Duration) {
 	reason := fmt.Sprintf("%d or more connection failures in a row", w.q.lane.Retry.BreakerThreshold)
-	if err := w.q.holdByBreaker(ctx, w.q.clock.Now().Add(pause), reason); err != nil && ctx.Err() == nil {
+	hctx, cancel := context.WithTimeout(ctx, dbBound)
+	defer cancel()
+	if err := w.q.holdByBreaker(hctx, w.q.clock.Now().Add(pause), reason); err != nil && ctx.Err() == nil {
 		w.log.Warn("could not record the breaker's pause", "err", err)
 	}
 }
 
 // releaseLane clears the breaker's hold once the provider answers again.
 func (w *Worker) releaseLane(ctx context.Context) {
-	if err := w.q.holdByBreaker(ctx, time.Time{}, ""); err != nil && ctx.Err() == nil {
+	hctx, cancel := context.WithTimeout(ctx, dbBound)
+	defer cancel()
+	if err := w.q.holdByBreaker(hctx, time.Time{}, ""); err != nil && ctx.Err() == nil {
 		w.log.Warn("could not clear the breaker's pause", "err", err)
 	}
 }

@@ -350,7 +350,10 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 		}
 		if look {
 			// A failed look claims anyway: the claim reports the error.
-			if due, err := w.q.anyDue(ctx); err == nil && !due {
+			lookCtx, cancel := context.WithTimeout(ctx, dbBound)
+			due, err := w.q.anyDue(lookCtx)
+			cancel()
+			if err == nil && !due {
 				look = !w.idle(ctx, w.pollWait())
 				continue
 			}
@@ -465,6 +468,18 @@ func (w *Worker) finish(batches *sync.WaitGroup) error {
 	return fmt.Errorf("queue: lane %s: stopped with outcomes unwritten; those rows will be rescued once their lease expires, marked maybe delivered", w.q.lane.Name)
 }
 
+// dbBound bounds, on the client, each of the claim loop's own trips to the
+// database (a claim, a look at the due index, at the lane's pause, at the
+// breaker's hold, the resume of deferred mail). Every statement is bounded
+// on the server (statementTimeout), but a connection that stops answering
+// mid-statement (a network path that drops everything, without a reset)
+// would otherwise hold the worker for good, and with it every later claim.
+// A claim cut short by it is rolled back by the server; if its commit went
+// through unseen, its rows' leases run out and the rescuer gives them
+// back, unsent: nothing is lost or sent twice (TestDatabaseStallMidStatement).
+// Outcomes and lease renewals have bounds of their own.
+const dbBound = 3*statementTimeout + 5*time.Second
+
 // wait waits d on clock; false when ctx ended first.
 func wait(ctx context.Context, clock Clock, d time.Duration) bool {
 	select {
@@ -525,7 +540,9 @@ func (w *Worker) resumeLoop(ctx context.Context) {
 		case <-w.resume:
 		}
 		w.releaseLane(ctx)
-		n, err := w.q.resumeDeferred(ctx)
+		rctx, cancel := context.WithTimeout(ctx, dbBound)
+		n, err := w.q.resumeDeferred(rctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Error("provider is back, but resuming deferred mail failed", "err", err)
