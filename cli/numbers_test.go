@@ -2,11 +2,14 @@ package cli
 
 import (
 	"net"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/mailspool/mailspool/internal/netstall"
+	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -94,4 +97,33 @@ func TestCheckAnswersUnknownWhenTheDatabaseNeverAnswers(t *testing.T) {
 	code, _, stderr = mailspool(t, "check", "--timeout", "0s")
 	assert.Equal(t, checkUnknown, code)
 	assert.Contains(t, stderr, "--timeout")
+}
+
+// A monitoring probe whose database stops answering in the middle of a
+// statement (a proxy that drops everything from the first SELECT on,
+// without closing the connection) says UNKNOWN within its --timeout, on
+// MariaDB and PostgreSQL.
+func TestCheckAnswersUnknownWhenTheDatabaseStallsMidStatement(t *testing.T) {
+	for _, srv := range []dburltest.Server{dburltest.MariaDB, dburltest.Postgres} {
+		t.Run(srv.Name, func(t *testing.T) {
+			db := srv.Fresh(t)
+			code, _, stderr := mailspool(t, "migrate", "--db", db)
+			require.Equal(t, 0, code, stderr)
+			u, err := url.Parse(db)
+			require.NoError(t, err)
+			p := netstall.New(t, u.Host)
+			u.Host = p.Addr()
+			if srv.Name == "postgres" {
+				// In clear, so that the proxy sees the statement.
+				q := u.Query()
+				q.Set("sslmode", "disable")
+				u.RawQuery = q.Encode()
+			}
+			p.StallOn("SELECT")
+			code, out, stderr := mailspool(t, "check", "--timeout", "2s", "--db", u.String())
+			assert.True(t, p.Stalled(), "check sent no SELECT")
+			assert.Equal(t, checkUnknown, code, stderr)
+			assert.True(t, strings.HasPrefix(out, "UNKNOWN: the database did not answer within 2s"), out)
+		})
+	}
 }

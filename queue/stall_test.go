@@ -2,164 +2,19 @@ package queue
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailspool/mailspool/internal/netstall"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
 )
 
-// stallProxy forwards loopback TCP connections to a database server until
-// told to stall: then, after a given number of further bytes from the
-// client (so that a statement is cut in the middle), it stops forwarding
-// on every connection it holds, in both directions, without closing any,
-// and connections made during the stall are accepted and never forwarded:
-// a network path that drops everything. After heal, new connections
-// forward again; the stalled ones stay dead until the test ends.
-type stallProxy struct {
-	ln     net.Listener
-	target string
-
-	mu      sync.Mutex
-	conns   []*proxyConn
-	budget  int64 // bytes from clients still forwarded before the stall; -1: no stall armed
-	stalled bool
-	done    chan struct{}
-}
-
-type proxyConn struct {
-	client, server net.Conn
-	dead           bool // under p.mu
-}
-
-func newStallProxy(t *testing.T, target string) *stallProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &stallProxy{ln: ln, target: target, budget: -1, done: make(chan struct{})}
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		close(p.done)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, c := range p.conns {
-			c.client.Close()
-			if c.server != nil {
-				c.server.Close()
-			}
-		}
-	})
-	return p
-}
-
-func (p *stallProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *stallProxy) accept() {
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		c := &proxyConn{client: client}
-		p.mu.Lock()
-		p.conns = append(p.conns, c)
-		c.dead = p.stalled
-		p.mu.Unlock()
-		if c.dead {
-			continue // accepted, never answered
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.mu.Lock()
-		c.server = server
-		p.mu.Unlock()
-		go p.pump(c, server, client, true)
-		go p.pump(c, client, server, false)
-	}
-}
-
-// pump copies src to dst until the stall, then holds until the test ends.
-func (p *stallProxy) pump(c *proxyConn, dst, src net.Conn, fromClient bool) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			b := buf[:n]
-			p.mu.Lock()
-			forward := b
-			switch {
-			case c.dead:
-				forward = nil
-			case fromClient && p.budget >= 0 && !p.stalled:
-				if int64(len(b)) >= p.budget {
-					forward = b[:p.budget]
-					p.stalled = true
-					for _, o := range p.conns {
-						o.dead = true
-					}
-				} else {
-					p.budget -= int64(len(b))
-				}
-			}
-			dead := c.dead
-			p.mu.Unlock()
-			if len(forward) > 0 {
-				if _, werr := dst.Write(forward); werr != nil {
-					return
-				}
-			}
-			if dead {
-				<-p.done
-				return
-			}
-		}
-		if err != nil {
-			if err != io.EOF {
-				return
-			}
-			p.mu.Lock()
-			dead := c.dead
-			p.mu.Unlock()
-			if !dead {
-				dst.Close()
-			}
-			return
-		}
-	}
-}
-
-// stallAfter arms the stall: n more bytes from clients go through.
-func (p *stallProxy) stallAfter(n int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.budget = n
-}
-
-func (p *stallProxy) isStalled() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stalled
-}
-
-// heal lets new connections through again.
-func (p *stallProxy) heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stalled, p.budget = false, -1
-}
-
-// TestDatabaseStallMidStatement puts a proxy between a worker and its
+// TestDatabaseStallMidStatement puts a proxy (internal/netstall) between a worker and its
 // MariaDB or PostgreSQL server, and in the middle of a drain cuts the path
 // a few bytes into the next statement: every connection the worker holds
 // stops answering without being closed (no RST, no FIN), and new ones are
@@ -182,8 +37,8 @@ func TestDatabaseStallMidStatement(t *testing.T) {
 			}
 			u, err := url.Parse(s.url)
 			require.NoError(t, err)
-			p := newStallProxy(t, u.Host)
-			u.Host = p.addr()
+			p := netstall.New(t, u.Host)
+			u.Host = p.Addr()
 			db, err := dburl.Open(u.String())
 			require.NoError(t, err)
 			t.Cleanup(func() { db.Close() })
@@ -216,15 +71,15 @@ func TestDatabaseStallMidStatement(t *testing.T) {
 
 			sent := func() int { return countRows(t, s.db, q.table, "status = 2") }
 			waitProgress(t, "before the stall", 60*time.Second, n/4, sent)
-			p.stallAfter(10)
-			for !p.isStalled() {
+			p.StallAfter(10)
+			for !p.Stalled() {
 				time.Sleep(5 * time.Millisecond)
 			}
 			atStall := tr.total.Load()
 			// Longer than a statement's bound (statementTimeout + 5 s) and
 			// than the lease margin.
 			time.Sleep(20 * time.Second)
-			p.heal()
+			p.Heal()
 			t.Logf("sends at the stall %d, after it %d", atStall, tr.total.Load())
 
 			waitProgress(t, "after the stall", 60*time.Second, n, sent)
