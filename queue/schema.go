@@ -77,15 +77,22 @@ func distinctTables(tables []string) error {
 // (table, table_limits, table_bodies), in one list: a lane's table may be
 // none of them, and Lane.Validate and Migrate say so before any DDL runs.
 // A package that adds a shared table adds it here.
-var OwnTables = []string{schemaTable, lanesTable, alertsTable, runsTable, suppressionsTable, eventsTable}
+var OwnTables = []string{schemaTable, lanesTable, alertsTable, runsTable, suppressionsTable, eventsTable,
+	throttleTable, throttleSlotsTable, membersTable, memberPinsTable}
 
 // The tables of packages that build on the queue, named here so that no
-// lane takes them (their tests check that the names agree): the
-// suppression list (suppress.Table) and the provider events
-// (inbound.Table).
+// lane takes them (internal/ddl's TestNoLaneTakesASharedTable checks that
+// the names agree): the suppression list (suppress.Table), the provider
+// events (inbound.Table), the send limits (throttle.KeysTable,
+// throttle.SlotsTable) and the composite transports' member health
+// (composite.MembersTable, composite.PinsTable).
 const (
-	suppressionsTable = "mailspool_suppressions"
-	eventsTable       = "mailspool_events"
+	suppressionsTable  = "mailspool_suppressions"
+	eventsTable        = "mailspool_events"
+	throttleTable      = "mailspool_throttle"
+	throttleSlotsTable = "mailspool_throttle_slots"
+	membersTable       = "mailspool_members"
+	memberPinsTable    = "mailspool_member_pins"
 )
 
 // The tables the alerter keeps its state in (see SharedTables).

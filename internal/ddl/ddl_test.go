@@ -17,6 +17,8 @@ import (
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/mailspool/mailspool/suppress"
+	"github.com/mailspool/mailspool/throttle"
+	"github.com/mailspool/mailspool/transport/composite"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -129,7 +131,7 @@ func TestSharedTablesNotMailspoolsAreRefused(t *testing.T) {
 // mailspool_events used to be created by queue.Migrate, and then taken by
 // inbound.Migrate's CREATE TABLE IF NOT EXISTS as its own).
 func TestNoLaneTakesASharedTable(t *testing.T) {
-	for _, name := range []string{suppress.Table, inbound.Table} {
+	for _, name := range []string{suppress.Table, inbound.Table, throttle.KeysTable, throttle.SlotsTable, composite.MembersTable, composite.PinsTable} {
 		assert.Contains(t, queue.OwnTables, name)
 		assert.ErrorContains(t, queue.Lane{Table: name}.Validate(), "one of mailspool's own tables", name)
 	}
