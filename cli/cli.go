@@ -43,7 +43,7 @@ var commands = []command{
 	{"pause", "stop every worker of a lane from claiming (enqueue goes on)", runPause},
 	{"resume", "let a paused lane's workers claim again", runResume},
 	{"suppress", "the suppression list: list, add, remove, import, export", runSuppress},
-	{"serve", "receive the providers' bounce and complaint webhooks (SES via SNS, SendGrid) on [serve] listen", runServe},
+	{"serve", "receive the providers' webhooks (SES via SNS, SendGrid) and one-click unsubscribes on [serve] listen, and with --smtp the bounce mail sent to VERP return paths ([bounces])", runServe},
 	{"classify", "explain how a reply is classified and which rule decides it", runClassify},
 	{"stats", "print backlog, last hour's failure rate, stuck rows and pauses per lane", runStats},
 	{"check", "one line and exit 0/1/2 (ok/warning/critical) for cron or Nagios", runCheck},
