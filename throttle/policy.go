@@ -219,13 +219,20 @@ func (p *Policy) Throttle() (*queue.Throttle, error) {
 // due spread out instead of all at once.
 func (p *Policy) screen(ctx context.Context, tx queue.DBTX, addrs []string) ([]time.Duration, error) {
 	type budget struct {
+		limit Limit
 		left  int
 		wait  time.Duration
 		step  time.Duration
 		extra int
 	}
+	type excess struct {
+		b   *budget
+		idx int
+	}
 	budgets := map[string]*budget{}
+	var order []*budget
 	waits := make([]time.Duration, len(addrs))
+	over := make([][]excess, len(addrs))
 	for i, a := range addrs {
 		limits := p.limitsOf(a)
 		for _, l := range limits {
@@ -236,11 +243,9 @@ func (p *Policy) screen(ctx context.Context, tx queue.DBTX, addrs []string) ([]t
 			if err != nil {
 				return nil, err
 			}
-			step := ConcurrencyRetry
-			if !l.Rate.Off() {
-				step = time.Duration(l.Rate.interval()) * time.Microsecond
-			}
-			budgets[l.Key] = &budget{left: n, wait: wait, step: step}
+			b := &budget{limit: l, left: n, wait: wait, step: ConcurrencyRetry}
+			budgets[l.Key] = b
+			order = append(order, b)
 		}
 		ok := true
 		for _, l := range limits {
@@ -255,14 +260,33 @@ func (p *Policy) screen(ctx context.Context, tx queue.DBTX, addrs []string) ([]t
 			continue
 		}
 		for _, l := range limits {
-			b := budgets[l.Key]
-			if b.left > 0 {
-				continue
+			if b := budgets[l.Key]; b.left <= 0 {
+				over[i] = append(over[i], excess{b, b.extra})
+				b.extra++
 			}
-			waits[i] = max(waits[i], b.wait+time.Duration(b.extra)*b.step)
-			b.extra++
 		}
-		waits[i] = max(waits[i], time.Millisecond)
+	}
+	// The mails beyond a rate's budget are given the rate's next free
+	// turns after those already handed out (Store.Schedule), so that they
+	// come due one at a time, at the rate, instead of all together to be
+	// given back again.
+	for _, b := range order {
+		if b.extra == 0 || b.limit.Rate.Off() {
+			continue
+		}
+		base, step, err := p.Store.Schedule(ctx, tx, b.limit, b.extra)
+		if err != nil {
+			return nil, err
+		}
+		b.wait, b.step = max(b.wait, base), step
+	}
+	for i, ex := range over {
+		for _, e := range ex {
+			waits[i] = max(waits[i], e.b.wait+time.Duration(e.idx)*e.b.step)
+		}
+		if len(ex) > 0 {
+			waits[i] = max(waits[i], time.Millisecond)
+		}
 	}
 	return waits, nil
 }

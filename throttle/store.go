@@ -102,6 +102,7 @@ func (d dialect) createSQL() []string {
 		return []string{`CREATE TABLE IF NOT EXISTS ` + KeysTable + ` (
   name           VARCHAR(190) CHARACTER SET ascii NOT NULL COMMENT 'the limit key: domain:..., provider:..., lane:...',
   tat            BIGINT NOT NULL DEFAULT 0 COMMENT 'GCRA theoretical arrival time, unix us on the database clock',
+  sched          BIGINT NOT NULL DEFAULT 0 COMMENT 'unix us: the turns up to here are promised to mails given back by claims',
   slow_factor    DOUBLE NOT NULL DEFAULT 1 COMMENT 'rate multiplier while slowed down (0 < f <= 1)',
   slow_until     BIGINT NOT NULL DEFAULT 0 COMMENT 'unix us: the slow-down holds until then',
   recover_until  BIGINT NOT NULL DEFAULT 0 COMMENT 'unix us: then the rate climbs back to 1 by this time',
@@ -125,6 +126,7 @@ func (d dialect) createSQL() []string {
 	return []string{`CREATE TABLE IF NOT EXISTS ` + KeysTable + ` (
   name           VARCHAR(190) NOT NULL PRIMARY KEY,
   tat            BIGINT NOT NULL DEFAULT 0,
+  sched          BIGINT NOT NULL DEFAULT 0,
   slow_factor    ` + dbl + ` NOT NULL DEFAULT 1,
   slow_until     BIGINT NOT NULL DEFAULT 0,
   recover_until  BIGINT NOT NULL DEFAULT 0,
@@ -153,7 +155,51 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("throttle: migrate: %w", err)
 		}
 	}
+	// sched came after the first version of the table.
+	var has int
+	probe := `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '` + KeysTable + `' AND column_name = 'sched'`
+	switch d {
+	case sqliteDialect:
+		probe = `SELECT COUNT(*) FROM pragma_table_info('` + KeysTable + `') WHERE name = 'sched'`
+	case postgresDialect:
+		probe = `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '` + KeysTable + `' AND column_name = 'sched'`
+	}
+	if err := db.QueryRowContext(ctx, probe).Scan(&has); err != nil {
+		return fmt.Errorf("throttle: migrate: %w", err)
+	}
+	if has == 0 {
+		if _, err := db.ExecContext(ctx, `ALTER TABLE `+KeysTable+` ADD COLUMN sched BIGINT NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("throttle: migrate: adding sched: %w", err)
+		}
+	}
 	return nil
+}
+
+// Schedule hands out the next n turns of l's rate after those already
+// handed out, to mails a claim gives back: it returns how long until the
+// first of them and the time between two. It takes nothing of the rate
+// itself (the sends do, when they start); it only spreads the mails that
+// wait, so that they come due at the pace the rate lets them out.
+func (s *Store) Schedule(ctx context.Context, q querier, l Limit, n int) (first, step time.Duration, err error) {
+	if l.Rate.Off() || n <= 0 {
+		return 0, 0, nil
+	}
+	var k keyState
+	var sched int64
+	stmt := s.d.rebind(`SELECT tat, sched, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
+	if err := q.QueryRowContext(ctx, stmt, l.Key).Scan(&k.tat, &sched, &k.now); err != nil {
+		return 0, 0, fmt.Errorf("throttle: scheduling %s: %w", l.Key, err)
+	}
+	// At the configured pace even while slowed down: the mails come due
+	// no slower than the rate may climb back, and a turn they find taken
+	// sends them to the end of the schedule again.
+	iv := l.Rate.interval()
+	from := max(sched, k.tat, k.now)
+	end := from + int64(math.Ceil(float64(n)*iv))
+	if _, err := q.ExecContext(ctx, s.d.rebind(`UPDATE `+KeysTable+` SET sched = `+s.d.greatest()+`(sched, ?) WHERE name = ?`), end, l.Key); err != nil {
+		return 0, 0, fmt.Errorf("throttle: scheduling %s: %w", l.Key, err)
+	}
+	return time.Duration(from-k.now) * time.Microsecond, time.Duration(iv) * time.Microsecond, nil
 }
 
 // SchemaSQL is the DDL Migrate runs on a store ("mysql", "sqlite",
@@ -190,16 +236,17 @@ func (r Rate) burst() int { return max(r.Burst, 1) }
 
 // MaxLateness bounds how late a send may start after its turn and still
 // keep the rate's schedule (the GCRA's delay-variation tolerance): a turn
-// may be taken up to min(half an interval, MaxLateness) early, so that a
+// may be taken up to min(a quarter interval, MaxLateness) early, so that a
 // sender woken a little late by a busy machine does not push every later
-// turn back. Being under half an interval, it never lets more than N +
-// Burst sends start within any Per.
-const MaxLateness = 100 * time.Millisecond
+// turn back. Being under one interval, it never lets more than N + Burst
+// sends start within any Per, and it leaves the rest of the interval for
+// the time between a turn and the send's start.
+const MaxLateness = 50 * time.Millisecond
 
 // tolerance is how far ahead of now the schedule may run (µs): the burst
 // and the lateness tolerance.
 func (r Rate) tolerance(iv float64) float64 {
-	return float64(r.burst())*iv + min(iv/2, float64(MaxLateness.Microseconds()))
+	return float64(r.burst())*iv + min(iv/4, float64(MaxLateness.Microseconds()))
 }
 
 func (r Rate) String() string {

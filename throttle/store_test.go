@@ -287,3 +287,28 @@ func TestBadLimits(t *testing.T) {
 	_, err := SchemaSQL("oracle")
 	assert.ErrorContains(t, err, "unknown store")
 }
+
+// A table made before the sched column gets it from Migrate.
+func TestMigrateAddsSched(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		_, err := s.db.ExecContext(ctx, `DROP TABLE `+KeysTable)
+		require.NoError(t, err)
+		_, err = s.db.ExecContext(ctx, `CREATE TABLE `+KeysTable+` (name VARCHAR(190) NOT NULL PRIMARY KEY, tat BIGINT NOT NULL DEFAULT 0,
+  slow_factor REAL NOT NULL DEFAULT 1, slow_until BIGINT NOT NULL DEFAULT 0, recover_until BIGINT NOT NULL DEFAULT 0,
+  slow_reason VARCHAR(255) NOT NULL DEFAULT '', slowdowns BIGINT NOT NULL DEFAULT 0, granted BIGINT NOT NULL DEFAULT 0, refused BIGINT NOT NULL DEFAULT 0)`)
+		require.NoError(t, err)
+		require.NoError(t, Migrate(ctx, s.db))
+		require.NoError(t, Migrate(ctx, s.db))
+		st := openStore(t, s.db)
+		l := Limit{Key: "domain:m.example", Rate: Rate{N: 6, Per: time.Hour}}
+		require.NoError(t, st.Acquire(ctx, "h", 1, time.Minute, []Limit{l}))
+		first, step, err := st.Schedule(ctx, s.db, l, 3)
+		require.NoError(t, err)
+		assert.InDelta(t, 10*time.Minute, first, float64(5*time.Second), "after the turn taken")
+		assert.Equal(t, 10*time.Minute, step)
+		first, _, err = st.Schedule(ctx, s.db, l, 1)
+		require.NoError(t, err)
+		assert.InDelta(t, 40*time.Minute, first, float64(5*time.Second), "after the three turns handed out")
+	})
+}
