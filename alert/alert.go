@@ -38,6 +38,11 @@ type Thresholds struct {
 	ComplaintRate     float64
 	ComplaintWindow   time.Duration
 	ComplaintProvider string // "ses" or "sendgrid": the lane's transport
+	// Members says the lane's transport is a composite (failover(...),
+	// roundrobin(...)): alert while one of its members is down (table
+	// mailspool_members), whatever took it down (a 535, a suspended
+	// account, connection failures).
+	Members bool
 }
 
 // lane is one lane watched.
@@ -256,6 +261,13 @@ func (a *Alerter) observe(ctx context.Context, l lane, now time.Time) ([]observa
 	}
 	if t.ComplaintRate > 0 {
 		o, err := a.complaints(ctx, l, now)
+		if err != nil {
+			return nil, fmt.Errorf("alert: lane %s: %w", name, err)
+		}
+		obs = append(obs, o)
+	}
+	if t.Members {
+		o, err := a.members(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("alert: lane %s: %w", name, err)
 		}

@@ -16,6 +16,8 @@
 //	              breaker holds its claiming after connection failures
 //	restarting    Thresholds.Restarts or more worker processes of the lane
 //	              ended without a clean exit in the last hour
+//	member_down   the lane's transport is a composite (failover(...),
+//	              roundrobin(...)) and one of its members is down (any)
 //
 // Each condition sends one alert when it starts and one recovery when it
 // ends, however many worker processes watch the lane: their shared state is

@@ -11,6 +11,7 @@ import (
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/suppress"
+	"github.com/mailspool/mailspool/transport/composite"
 	"github.com/mailspool/mailspool/throttle"
 )
 
@@ -50,6 +51,9 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if err := inbound.Migrate(ctx, db); err != nil {
+		return err
+	}
+	if err := composite.Migrate(ctx, db); err != nil {
 		return err
 	}
 	if err := throttle.Migrate(ctx, db); err != nil {

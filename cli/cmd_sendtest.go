@@ -10,6 +10,7 @@ import (
 	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/composite"
 	"github.com/mailspool/mailspool/transport/fake"
 )
 
@@ -20,6 +21,7 @@ type sendTestResult struct {
 	Kind           string  `json:"kind"`
 	MessageID      string  `json:"message_id,omitempty"`
 	Response       string  `json:"response,omitempty"`
+	Member         string  `json:"member,omitempty"` // the composite's member that answered
 	Code           int     `json:"code,omitempty"`
 	Enhanced       string  `json:"enhanced,omitempty"`
 	RetryAfter     float64 `json:"retry_after_seconds,omitempty"`
@@ -54,6 +56,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 	}
 	u := *rawURL
 	var rules *classify.Rules
+	laneName := "send-test"
 	if u == "" {
 		cfg, err := sf.load()
 		if err != nil {
@@ -66,10 +69,10 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		if err := l.CheckTransport(); err != nil {
 			return fmt.Errorf("%w (or pass --transport URL)", err)
 		}
-		u, rules = l.Transport, l.Rules
+		u, rules, laneName = l.Transport, l.Rules, l.Lane.Name
 	}
 	fake := isFake(u)
-	tr, err := e.openTransport(ctx, u)
+	tr, err := e.openTransport(ctx, laneName, u)
 	if err != nil {
 		return err
 	}
@@ -80,7 +83,10 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 		Text: "This is a test mail sent by mailspool send-test through " + transport.Redact(u) + ".\n",
 	}
 	receipt, err := queue.SendNow(ctx, tr, msg)
-	res := sendTestResult{Transport: transport.Redact(u), Fake: fake, Kind: transport.KindOf(err).String(), MessageID: receipt.MessageID, Response: receipt.Response}
+	res := sendTestResult{Transport: transport.Redact(u), Fake: fake, Kind: transport.KindOf(err).String(), MessageID: receipt.MessageID, Response: receipt.Response, Member: receipt.Member}
+	if err != nil {
+		res.Member = composite.MemberOf(err)
+	}
 	var te *transport.Error
 	if errors.As(err, &te) {
 		res.Code, res.Enhanced, res.MaybeDelivered, res.Rule = te.Code, te.Enhanced, te.MaybeDelivered, te.Rule
@@ -101,6 +107,9 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "sent: message id %s", res.MessageID)
 			if res.Response != "" {
 				fmt.Fprintf(e.stdout, " (%s)", res.Response)
+			}
+			if res.Member != "" {
+				fmt.Fprintf(e.stdout, " via member %s", res.Member)
 			}
 			fmt.Fprintln(e.stdout)
 		}

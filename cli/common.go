@@ -143,8 +143,10 @@ func queues(ctx context.Context, db *sql.DB, lanes []config.Lane, opts *queue.Op
 }
 
 // openTransport opens a lane's transport; errors never show the URL's secrets.
-func (e *env) openTransport(ctx context.Context, rawURL string) (transport.Transport, error) {
-	return e.transports().OpenTransport(ctx, rawURL)
+// A composite (failover(...), roundrobin(...)) keeps its member health in
+// this process only.
+func (e *env) openTransport(ctx context.Context, lane, rawURL string) (transport.Transport, error) {
+	return config.OpenTransport(ctx, e.transports(), nil, lane, rawURL, nil)
 }
 
 // writeJSON prints v as indented JSON, without HTML escaping (<, > and &

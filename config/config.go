@@ -368,6 +368,9 @@ func buildLane(name string, lc laneConfig, fromFile bool) (Lane, error) {
 	if ls.Transport == "" && fromFile {
 		return fail("transport", fmt.Errorf("missing (a transport URL, or set %s)", laneEnv(name)))
 	}
+	if err := checkComposite(name, ls.Transport); err != nil {
+		return Lane{}, err
+	}
 	l := queue.Lane{Name: name, Table: lc.Table, MaxSize: lc.MaxSize}
 	if l.MaxSize == 0 && ls.Transport != "" {
 		l.MaxSize = DefaultMaxSize(ls.Transport)

@@ -14,6 +14,7 @@ import (
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/throttle"
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/composite"
 )
 
 // RunOptions configure Run. Zero fields take the defaults shown.
@@ -92,11 +93,16 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		if err != nil {
 			return fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
 		}
-		tr, err := o.Transports.OpenTransport(ctx, l.Transport)
+		tr, err := OpenTransport(ctx, o.Transports, db, l.Lane.Name, l.Transport, log)
 		if err != nil {
 			return fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
 		}
 		defer tr.Close()
+		if ct, ok := tr.(*composite.Transport); ok {
+			if err := watch.members(l.Lane.Name, ct); err != nil {
+				return err
+			}
+		}
 		tr = l.Rules.Transport(tr) // the operator's rules before the built-in table
 		wo := l.Worker
 		wo.Logger = log

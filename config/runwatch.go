@@ -14,6 +14,7 @@ import (
 	"github.com/mailspool/mailspool/alert"
 	"github.com/mailspool/mailspool/metrics"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/transport/composite"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -68,11 +69,24 @@ func (w *watcher) lane(q *queue.Queue, l Lane) (*queue.Observer, error) {
 		obs = append(obs, m)
 	}
 	if w.alerter != nil {
-		if err := w.alerter.Lane(q, l.Alerts); err != nil {
+		t := l.Alerts
+		t.Members = composite.IsComposite(l.Transport)
+		if err := w.alerter.Lane(q, t); err != nil {
 			return nil, fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
 		}
 	}
 	return queue.JoinObservers(obs...), nil
+}
+
+// members adds the metrics of lane's composite transport.
+func (w *watcher) members(lane string, tr *composite.Transport) error {
+	if w.reg == nil {
+		return nil
+	}
+	if err := w.reg.Register(metrics.NewMembers(lane, tr)); err != nil {
+		return fmt.Errorf("config: lane %s: member metrics: %w", lane, err)
+	}
+	return nil
 }
 
 // start opens the admin listener (an address that cannot be bound is an

@@ -13,8 +13,12 @@ import (
 // DefaultMaxSize is the size limit of a lane whose config names none,
 // from its transport URL's scheme: what Amazon SES (40 MB) or SendGrid
 // (30 MB) takes, and for SMTP and the fake transport.MaxEncodedSize (an
-// SMTP server's own SIZE is checked at each send).
+// SMTP server's own SIZE is checked at each send); for a composite, the
+// smallest of its members'.
 func DefaultMaxSize(transportURL string) int {
+	if size, err := compositeMaxSize(transportURL); err == nil {
+		return size
+	}
 	scheme, _, _ := strings.Cut(transportURL, "://")
 	switch strings.ToLower(scheme) {
 	case ses.Scheme:

@@ -84,7 +84,13 @@ func (m *Mux) OpenTransport(ctx context.Context, rawURL string) (Transport, erro
 // user info where its "@" says there is some (a password containing "/",
 // "#" or "?", a DSN like "user:pw@tcp(host)/db", "user:pw@host"),
 // everything before its last "@" is replaced instead.
+//
+// A composite transport, "failover(URL, URL; options)" or
+// "roundrobin(...)", has each of its member URLs redacted.
 func Redact(rawURL string) string {
+	if m := compositeForm.FindStringSubmatch(rawURL); m != nil && strings.Contains(m[2], "://") {
+		return m[1] + redactMembers(m[2]) + m[3]
+	}
 	u, err := url.Parse(rawURL)
 	if err == nil && u.Opaque == "" && (u.User != nil || !strings.Contains(rawURL, "@")) {
 		u.RawQuery = redactQuery(u.RawQuery)
@@ -103,6 +109,43 @@ func Redact(rawURL string) string {
 		prefix = rawURL[:i+3]
 	}
 	return prefix + "xxxxx" + redactLoose(rawURL[at:])
+}
+
+// compositeForm is a composite transport: name(members).
+var compositeForm = regexp.MustCompile(`(?s)^(\s*[A-Za-z]+\s*\()(.*)(\)\s*)$`)
+
+// memberSep is the comma before a composite's next member URL.
+var memberSep = regexp.MustCompile(`,\s*[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// redactMembers redacts each member URL of a composite's inside, and
+// leaves its options (after a ";" that no member URL follows) as written.
+func redactMembers(inner string) string {
+	opts := ""
+	for j := range len(inner) {
+		if inner[j] == ';' && !strings.Contains(inner[j:], "://") {
+			inner, opts = inner[:j], redactLoose(inner[j:])
+			break
+		}
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range memberSep.FindAllStringIndex(inner, -1) {
+		b.WriteString(redactMember(inner[last:m[0]]))
+		b.WriteString(",")
+		last = m[0] + 1
+	}
+	b.WriteString(redactMember(inner[last:]))
+	return b.String() + opts
+}
+
+// redactMember redacts one member URL, keeping the spaces around it.
+func redactMember(s string) string {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return s
+	}
+	i := strings.Index(s, t)
+	return s[:i] + Redact(t) + s[i+len(t):]
 }
 
 // looseParam is a parameter name and its "=" anywhere in a string.

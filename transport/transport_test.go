@@ -211,6 +211,10 @@ func TestRedact(t *testing.T) {
 		// Not URLs at all, with credentials.
 		"root:pw@tcp(127.0.0.1:3306)/app": "xxxxx@tcp(127.0.0.1:3306)/app",
 		"user:pw@host":                    "xxxxx@host",
+		// Composites: each member redacted, the options kept.
+		"failover(smtp://u:pw1@a.example:587, sendgrid://?api_key=SG.k&x=1 ; probe=5s)": "failover(smtp://u:xxxxx@a.example:587, sendgrid://?api_key=xxxxx&x=1 ; probe=5s)",
+		"roundrobin(fake://?script=ok,550, smtp://u:p%40ss@b; weights=3,1)":             "roundrobin(fake://?script=ok,550, smtp://u:xxxxx@b; weights=3,1)",
+		"failover(smtp://a:b@c": "xxxxx@c",
 		// Secrets given as parameters.
 		"smtp://h?password=hunter2&password_env=P": "smtp://h?password=xxxxx&password_env=P",
 		"sendgrid://default?api_key=SG.x":          "sendgrid://default?api_key=xxxxx",
