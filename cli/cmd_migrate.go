@@ -62,7 +62,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	for _, l := range lanes {
 		fmt.Fprintf(e.stdout, "lane %s: table %s is at schema version %d\n", l.Lane.Name, l.Lane.Table, queue.SchemaVersion())
 	}
-	fmt.Fprintf(e.stdout, "suppression list: table %s; provider events: table %s; send limits: tables %s, %s\n", suppress.Table, inbound.Table, throttle.KeysTable, throttle.SlotsTable)
+	fmt.Fprintf(e.stdout, "suppression list: table %s; provider events: table %s; send limits: tables %s, %s; lane members: tables %s, %s\n", suppress.Table, inbound.Table, throttle.KeysTable, throttle.SlotsTable, composite.MembersTable, composite.PinsTable)
 	return nil
 }
 
@@ -108,8 +108,12 @@ func printMigrationSQL(e *env, sf storeFlags, lane, store string, from int) erro
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	fmt.Fprintf(e.stdout, "-- mailspool suppression list, provider events and send limits, %s\n", store)
-	for _, s := range append(append(stmts, events...), limits...) {
+	members, err := composite.SchemaSQL(store)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	fmt.Fprintf(e.stdout, "-- mailspool suppression list, provider events, send limits and lane members, %s\n", store)
+	for _, s := range append(append(append(stmts, events...), limits...), members...) {
 		fmt.Fprintf(e.stdout, "%s;\n\n", s)
 	}
 	return nil

@@ -146,6 +146,9 @@ func printRow(e *env, s shownMail) {
 	if r.ProviderID != "" {
 		fmt.Fprintf(w, "  provider id  %s   (search the provider's logs for it)\n", r.ProviderID)
 	}
+	if r.Member != "" {
+		fmt.Fprintf(w, "  member       %s   (the lane transport's member of the last outcome)\n", r.Member)
+	}
 	switch {
 	case r.LastKind == "sent" && r.LastError != "":
 		fmt.Fprintf(w, "  last outcome sent (an earlier attempt: %s)\n", r.LastError)
@@ -228,6 +231,7 @@ func escapedForTerminal(s shownMail) shownMail {
 	r := s.Row
 	r.From, r.To, r.Subject, r.Template = t(r.From), t(r.To), t(r.Subject), t(r.Template)
 	r.MessageID, r.ProviderID, r.LastError, r.LastRule = t(r.MessageID), t(r.ProviderID), t(r.LastError), t(r.LastRule)
+	r.Member = t(r.Member)
 	r.History = slices.Clone(r.History)
 	for i, h := range r.History {
 		r.History[i] = t(h)

@@ -10,6 +10,7 @@ import (
 	"github.com/mailspool/mailspool/internal/termsafe"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/throttle"
+	"github.com/mailspool/mailspool/transport/composite"
 )
 
 // laneStats is one lane's entry of "mailspool stats --json".
@@ -20,6 +21,10 @@ type laneStats struct {
 	Paused []queue.Pause `json:"paused,omitempty"`
 	// Limits are the lane's send limits ([throttle]) with their state.
 	Limits []limitStats `json:"limits,omitempty"`
+	// Members are the members of a composite transport (failover,
+	// roundrobin): each one's state in the shared health and its share of
+	// the last hour's sent mail.
+	Members []memberStats `json:"members,omitempty"`
 }
 
 // limitStats is one send limit of a lane, as configured and as it is now.
@@ -28,6 +33,18 @@ type limitStats struct {
 	Rate        string `json:"rate"`
 	Concurrency int    `json:"concurrency,omitempty"`
 	throttle.KeyStatus
+}
+
+// memberStats is one member of a lane's composite transport.
+type memberStats struct {
+	Member       string    `json:"member"`
+	Weight       int       `json:"weight"`
+	State        string    `json:"state"` // up or down
+	DownSince    time.Time `json:"down_since,omitzero"`
+	NextProbe    time.Time `json:"next_probe,omitzero"`
+	Reason       string    `json:"reason,omitempty"`
+	SentLastHour int64     `json:"sent_last_hour"`
+	Share        float64   `json:"share"` // of the lane's sent mail in the last hour, 0..1
 }
 
 func runStats(ctx context.Context, e *env, args []string) error {
@@ -48,6 +65,11 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	}
 	if err := collectLimits(ctx, db, lanes, out); err != nil {
 		return err
+	}
+	for i := range out {
+		if out[i].Members, err = collectMembers(ctx, db, lanes[i], qs[i]); err != nil {
+			return fmt.Errorf("lane %s: %w", lanes[i].Lane.Name, err)
+		}
 	}
 	if lf.asJSON {
 		return writeJSON(e.stdout, out)
@@ -85,6 +107,57 @@ func printStats(e *env, s laneStats) {
 	for _, p := range s.Paused {
 		fmt.Fprintf(e.stdout, "  paused                %s\n", describePause(p))
 	}
+	for _, m := range s.Members {
+		fmt.Fprintf(e.stdout, "  member %-28s %-4s weight %d, %5.1f%% of the last hour's sent (%d)", termsafe.Escape(m.Member), m.State, m.Weight, 100*m.Share, m.SentLastHour)
+		if m.State == "down" {
+			fmt.Fprintf(e.stdout, ", down since %s, next probe %s: %s", m.DownSince.UTC().Format(time.RFC3339), m.NextProbe.UTC().Format(time.RFC3339), termsafe.Escape(m.Reason))
+		}
+		fmt.Fprintln(e.stdout)
+	}
+}
+
+// collectMembers reads the members of a lane whose transport is a
+// composite: state from the shared health, share from the lane's table.
+func collectMembers(ctx context.Context, db *sql.DB, l config.Lane, q *queue.Queue) ([]memberStats, error) {
+	if !composite.IsComposite(l.Transport) {
+		return nil, nil
+	}
+	sp, err := composite.Parse(l.Transport)
+	if err != nil {
+		return nil, err
+	}
+	h, err := composite.NewSQL(db)
+	if err != nil {
+		return nil, err
+	}
+	states, err := h.Members(ctx, l.Lane.Name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (run 'mailspool migrate' to create the member tables)", err)
+	}
+	byName := map[string]composite.State{}
+	for _, st := range states {
+		byName[st.Member] = st
+	}
+	sent, err := q.SentByMember(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	for _, n := range sent {
+		total += n
+	}
+	out := make([]memberStats, len(sp.Members))
+	for i, m := range sp.Members {
+		ms := memberStats{Member: m.Name, Weight: m.Weight, State: "up", SentLastHour: sent[m.Name]}
+		if st := byName[m.Name]; !st.DownSince.IsZero() {
+			ms.State, ms.DownSince, ms.NextProbe, ms.Reason = "down", st.DownSince, st.NextProbe, st.Reason
+		}
+		if total > 0 {
+			ms.Share = float64(ms.SentLastHour) / float64(total)
+		}
+		out[i] = ms
+	}
+	return out, nil
 }
 
 // describePause says who paused a lane, since or until when, and why.

@@ -140,6 +140,7 @@ func (q *Queue) writeChunk(ctx context.Context, db execer, ups []rowUpdate, fenc
 	setCase("next_run", all, func(u *rowUpdate) any { return u.nextRun })
 	setCase("maybe_delivered", all, func(u *rowUpdate) any { return boolInt(u.maybeDelivered) })
 	setCase("last_kind", outcome, func(u *rowUpdate) any { return u.lastKind })
+	setCase("member", outcome, func(u *rowUpdate) any { return u.member })
 	setCase("sent_at", sent, func(u *rowUpdate) any { return u.sentAt })
 	setCase("provider_id", sent, func(u *rowUpdate) any { return u.providerID })
 	setCase("last_code", failure, func(u *rowUpdate) any { return u.lastCode })
@@ -172,8 +173,8 @@ func (q *Queue) writeEach(ctx context.Context, db execer, ups []rowUpdate, fence
 		set := `status = ?, attempts = ?, crashes = ?, next_run = ?, maybe_delivered = ?, locked_by = '', locked_until = 0`
 		args := []any{u.status, u.attempts, u.crashes, u.nextRun, boolInt(u.maybeDelivered)}
 		if u.hasOutcome {
-			set += `, last_kind = ?`
-			args = append(args, u.lastKind)
+			set += `, last_kind = ?, member = ?`
+			args = append(args, u.lastKind, u.member)
 			if u.status == StatusSent {
 				set += `, sent_at = ?, provider_id = ?`
 				args = append(args, u.sentAt, u.providerID)

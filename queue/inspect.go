@@ -31,6 +31,9 @@ type Row struct {
 	Template    string `json:"template,omitempty"`
 	MessageID   string `json:"message_id"`            // our Message-ID header
 	ProviderID  string `json:"provider_id,omitempty"` // the provider's id, once sent
+	// Member is the member of the lane's composite transport (failover,
+	// roundrobin) that gave the last outcome; empty for a plain transport.
+	Member string `json:"member,omitempty"`
 	// LastKind is the last outcome: sent, temporary, permanent, connection,
 	// expired (the not-after deadline passed), poison (its worker died on it
 	// every time) or cancelled (by an operator).
@@ -63,7 +66,7 @@ type Row struct {
 
 // rowColumns are read for a Row, in scanRow's order; no body.
 const rowColumns = `id, status, attempts, max_attempts, nice, attachments, from_addr, to_addr, subject, template, message_id,
-  provider_id, last_kind, last_code, last_rule, last_scope, last_error, maybe_delivered, crashes, history, created_at, next_run, sent_at, not_after`
+  provider_id, member, last_kind, last_code, last_rule, last_scope, last_error, maybe_delivered, crashes, history, created_at, next_run, sent_at, not_after`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -74,7 +77,7 @@ func scanRow(sc scanner) (Row, error) {
 	var created, next, sent, notAfter int64
 	var nice int
 	if err := sc.Scan(&r.ID, &status, &r.Attempts, &r.MaxAttempts, &nice, &r.Attachments, &r.From, &r.To, &r.Subject, &r.Template, &r.MessageID,
-		&r.ProviderID, &r.LastKind, &r.LastCode, &r.LastRule, &r.LastScope, &r.LastError, &maybe, &r.Crashes, &history, &created, &next, &sent, &notAfter); err != nil {
+		&r.ProviderID, &r.Member, &r.LastKind, &r.LastCode, &r.LastRule, &r.LastScope, &r.LastError, &maybe, &r.Crashes, &history, &created, &next, &sent, &notAfter); err != nil {
 		return Row{}, err
 	}
 	r.Status = StatusName(status)

@@ -443,6 +443,18 @@ var migrations = []migration{{
 	postgres: []string{
 		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_message_id" ON %[1]s (message_id)`,
 		`CREATE INDEX IF NOT EXISTS "%[3]s_idx_provider_id" ON %[1]s (provider_id)`},
+}, {
+	// Version 13: member names the member of a composite transport
+	// (failover(...), roundrobin(...)) that gave the last outcome. Fixed
+	// width and ASCII on MySQL/MariaDB, so that a completion still
+	// updates the row in place (version 6).
+	version: 13,
+	mysql: []string{
+		`ALTER TABLE %[1]s ADD COLUMN member CHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '' COMMENT 'the composite transport member of the last outcome'`},
+	sqlite: []string{
+		`ALTER TABLE %[1]s ADD COLUMN member TEXT NOT NULL DEFAULT ''`},
+	postgres: []string{
+		`ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS member TEXT NOT NULL DEFAULT ''`},
 }}
 
 // SchemaVersion is the schema version Migrate brings a lane table to.

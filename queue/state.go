@@ -75,6 +75,24 @@ const maxLastRule = 80
 // name ("recipient", "transient") with room for names yet to come.
 const maxLastScope = 16
 
+// maxMember is the size of the member column.
+const maxMember = 64
+
+// memberName is a composite member's name fit for the member column:
+// printable ASCII (anything else as "?"), at most maxMember bytes.
+func memberName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e {
+			b[i] = '?'
+		}
+	}
+	if len(b) > maxMember {
+		b = b[:maxMember]
+	}
+	return string(b)
+}
+
 // job is one claimed row: what a worker sends and the lease it holds.
 type job struct {
 	id             int64
@@ -112,6 +130,9 @@ type rowUpdate struct {
 	lastError  string
 	sentAt     int64 // unix ms, 0 unless sent
 	providerID string
+	// member is the composite transport's member that answered (sent or
+	// failed), "" for a plain transport.
+	member string
 	// failure is set for a permanent failure after a send: what the
 	// lane's Screen is told (Screen.FailedFunc).
 	failure *Failure
@@ -197,8 +218,10 @@ func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
 	nowMS := now.UnixMilli()
 	if r.err == nil {
 		u.status, u.nextRun, u.sentAt, u.providerID = StatusSent, nowMS, nowMS, r.receipt.MessageID
+		u.member = memberName(r.receipt.Member)
 		return u
 	}
+	u.member = memberName(transport.MemberOf(r.err))
 	u.lastError = lastError(r.err)
 	var te *transport.Error
 	var retryAfter time.Duration

@@ -178,6 +178,17 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// MemberOf returns the member of a composite transport (package
+// transport/composite) that gave err: the SentVia of the first error in
+// err's chain that has that method, or "".
+func MemberOf(err error) string {
+	var v interface{ SentVia() string }
+	if errors.As(err, &v) {
+		return v.SentVia()
+	}
+	return ""
+}
+
 // KindOf returns the outcome an error stands for: Sent for nil, the Kind of
 // the first [*Error] in err's chain, and Temporary for any other error.
 func KindOf(err error) Kind {

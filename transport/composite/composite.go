@@ -126,6 +126,9 @@ type MemberError struct {
 func (e *MemberError) Error() string { return "via " + e.Member + ": " + e.Err.Error() }
 func (e *MemberError) Unwrap() error { return e.Err }
 
+// SentVia is the member, for transport.MemberOf.
+func (e *MemberError) SentVia() string { return e.Member }
+
 // MemberOf returns the member named by the first *MemberError in err's
 // chain, or "".
 func MemberOf(err error) string {

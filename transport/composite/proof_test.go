@@ -1,0 +1,284 @@
+package composite_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailspool/mailspool/classify"
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/composite"
+)
+
+// member is a provider of the proof: it refuses recipients tagged +550
+// with 550 5.1.1, resets every connection while resetting is on, and
+// accepts a +stall mail and then times out before answering (the first
+// time; a provider that dedupes by Message-ID after that).
+type member struct {
+	name      string
+	resetting atomic.Bool
+
+	mu        sync.Mutex
+	attempts  map[string]int      // by recipient
+	delivered map[string]int      // by recipient
+	failures  []time.Time         // resets answered
+	sends     map[string][]string // by recipient: the workers that sent it
+}
+
+func newMember(name string) *member {
+	return &member{name: name, attempts: map[string]int{}, delivered: map[string]int{}, sends: map[string][]string{}}
+}
+
+func (p *member) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	// A provider takes a few milliseconds, so that the drain lasts
+	// beyond the probe interval.
+	select {
+	case <-time.After(5 * time.Millisecond):
+	case <-ctx.Done():
+		return transport.Receipt{}, classify.Error(ctx.Err())
+	}
+	to := m.To.Address
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.attempts[to]++
+	switch {
+	case p.resetting.Load():
+		p.failures = append(p.failures, time.Now())
+		return transport.Receipt{}, classify.Error(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})
+	case strings.Contains(to, "+550@"):
+		return transport.Receipt{}, classify.SMTPReply("550 5.1.1 The email account that you tried to reach does not exist")
+	case strings.Contains(to, "+stall@"):
+		p.delivered[to]++
+		if p.delivered[to] == 1 {
+			return transport.Receipt{}, classify.MaybeDelivered(&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded})
+		}
+		p.delivered[to]-- // the provider knows this Message-ID: not delivered twice
+		return transport.Receipt{MessageID: p.name + "-" + m.MessageID}, nil
+	}
+	p.delivered[to]++
+	return transport.Receipt{MessageID: p.name + "-" + m.MessageID}, nil
+}
+
+func (p *member) Close() error { return nil }
+
+// probes counts the half-open probes claimed through a Health.
+type probes struct {
+	composite.Health
+	n atomic.Int64
+}
+
+func (h *probes) ClaimProbe(ctx context.Context, lane, m string, now, next time.Time) (bool, error) {
+	ok, err := h.Health.ClaimProbe(ctx, lane, m, now, next)
+	if ok {
+		h.n.Add(1)
+	}
+	return ok, err
+}
+
+// TestProofThroughTheQueue is the proof, through the real queue
+// and worker on SQLite: several worker processes (each its own database
+// handle, health cache and composite) drain N mails, 1 % to a recipient
+// refused with 550 5.1.1, through failover(A, B); A resets every
+// connection from 30 % of the mails settled to 60 %. N is 1 000 by
+// default and 10 000 with MAILSPOOL_PROOF_MAILS=10000; the outage is
+// measured in progress, not in seconds, so a loaded machine only slows
+// it down.
+func TestProofThroughTheQueue(t *testing.T) {
+	n := 1000
+	if v := os.Getenv("MAILSPOOL_PROOF_MAILS"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
+	const workers = 3
+	ctx := context.Background()
+	path := "sqlite:" + filepath.Join(t.TempDir(), "q.db")
+	db, err := dburl.Open(path)
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, queue.Migrate(ctx, db))
+	require.NoError(t, composite.Migrate(ctx, db))
+	lane := queue.Lane{Name: "tx", Retry: queue.RetryPolicy{Schedule: []time.Duration{100 * time.Millisecond}, ConnectionSchedule: []time.Duration{100 * time.Millisecond}}}
+	q, err := queue.New(ctx, db, lane, nil)
+	require.NoError(t, err)
+
+	// The +stall mail first, so that it meets A up.
+	var bad []string
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	for i := range n {
+		to := fmt.Sprintf("u%d@example.com", i)
+		switch {
+		case i == 0:
+			to = "u0+stall@example.com"
+		case i%100 == 50:
+			to = fmt.Sprintf("u%d+550@example.com", i)
+			bad = append(bad, to)
+		}
+		_, err := q.Enqueue(ctx, tx, &transport.Message{From: mail.Address{Address: "noreply@shop.example"}, To: mail.Address{Address: to}, Subject: "s", Text: "t"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit())
+
+	a, b := newMember("a"), newMember("b")
+	sp, err := composite.Parse("failover(fake://a, fake://b; probe=100ms)")
+	require.NoError(t, err)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var healths []*probes
+	var trs []*composite.Transport
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wdb, err := dburl.Open(path)
+		require.NoError(t, err)
+		defer wdb.Close()
+		sh, err := composite.NewSQL(wdb)
+		require.NoError(t, err)
+		h := &probes{Health: sh}
+		healths = append(healths, h)
+		tr, err := composite.New(sp, []transport.Transport{a, b}, composite.Options{Lane: "tx", Health: h, Logger: quiet})
+		require.NoError(t, err)
+		trs = append(trs, tr)
+		wq, err := queue.New(ctx, wdb, lane, nil)
+		require.NoError(t, err)
+		wk, err := queue.NewWorker(wq, tr, &queue.WorkerOptions{ID: "w" + strconv.Itoa(w), Batch: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Logger: quiet})
+		require.NoError(t, err)
+		wg.Go(func() { assert.NoError(t, wk.Run(runCtx)) })
+	}
+
+	// Progress: the outage starts at 30 % settled and ends at 60 %.
+	settled := func() int64 {
+		s, err := q.Stats(ctx)
+		require.NoError(t, err)
+		return s.SentLastHour + s.FailedLastHour
+	}
+	var outageStart, outageEnd time.Time
+	var probesAtEnd int64
+	var aSentAtEnd []int64
+	last, lastMove := int64(-1), time.Now()
+	for {
+		done := settled()
+		if done != last {
+			last, lastMove = done, time.Now()
+		}
+		require.Less(t, time.Since(lastMove), time.Minute, "no progress for a minute at %d of %d settled", done, n)
+		if outageStart.IsZero() && done >= int64(n)*3/10 {
+			outageStart = time.Now()
+			a.resetting.Store(true)
+		}
+		if !outageStart.IsZero() && outageEnd.IsZero() && done >= int64(n)*6/10 {
+			outageEnd = time.Now()
+			for _, h := range healths {
+				probesAtEnd += h.n.Load()
+			}
+			for _, tr := range trs {
+				aSentAtEnd = append(aSentAtEnd, tr.Members()[0].Sent)
+			}
+			a.resetting.Store(false)
+		}
+		if done == int64(n) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+
+	// Bad recipients: tried once in all, failed as recipient verdicts,
+	// never tried on both members, and A went down only in the outage.
+	for _, to := range bad {
+		assert.Equal(t, 1, a.attempts[to]+b.attempts[to], "attempts for %s", to)
+		assert.False(t, a.attempts[to] > 0 && b.attempts[to] > 0, "%s tried on both members", to)
+	}
+	var badOnA int
+	for _, to := range bad {
+		badOnA += a.attempts[to]
+	}
+	require.NotEmpty(t, a.failures, "the outage reached A")
+	t0 := a.failures[0]
+	assert.True(t, !t0.Before(outageStart), "A failed before its outage")
+
+	// Within a second of A's first reset every worker skips it: what A
+	// answered after that is probes only.
+	var late int
+	for _, ft := range a.failures {
+		if ft.After(t0.Add(time.Second)) {
+			late++
+		}
+	}
+	assert.LessOrEqual(t, int64(late), probesAtEnd, "A was tried after the first failure + 1 s other than by probes (%d resets after, %d probes)", late, probesAtEnd)
+	t.Logf("outage: %d resets on A, %d within the first second, %d probes; %d of %d bad recipients went to A", len(a.failures), len(a.failures)-late, probesAtEnd, badOnA, len(bad))
+
+	// Every worker sent through B during the outage, and after it one
+	// probe brought A back: every worker sends through A again.
+	for i, tr := range trs {
+		st := tr.Members()
+		assert.Positive(t, st[1].Sent, "worker %d never moved to B", i)
+		assert.Greater(t, st[0].Sent, aSentAtEnd[i], "worker %d sent nothing through A after the outage", i)
+	}
+	var probesAfter int64
+	for _, h := range healths {
+		probesAfter += h.n.Load()
+	}
+	assert.LessOrEqual(t, probesAfter-probesAtEnd, int64(1), "one probe returns traffic to A")
+
+	// The maybe-delivered mail never went through B: 0 duplicates.
+	assert.Zero(t, b.attempts["u0+stall@example.com"], "a maybe-delivered mail was re-sent through B")
+	assert.Equal(t, 1, a.delivered["u0+stall@example.com"])
+	for to, k := range b.delivered {
+		assert.Zero(t, a.delivered[to], "%s delivered by both members", to)
+		assert.Equal(t, 1, k, "%s delivered %d times by B", to, k)
+	}
+	for to, k := range a.delivered {
+		assert.Equal(t, 1, k, "%s delivered %d times by A", to, k)
+	}
+
+	// Every row's outcome names its member.
+	checkRows(t, ctx, db, q, n, len(bad))
+}
+
+func checkRows(t *testing.T, ctx context.Context, _ *sql.DB, q *queue.Queue, n, bad int) {
+	t.Helper()
+	var rows []queue.Row
+	before := int64(0)
+	for {
+		page, err := q.List(ctx, queue.ListOptions{Limit: queue.MaxListLimit, Before: before})
+		require.NoError(t, err)
+		if len(page) == 0 {
+			break
+		}
+		rows = append(rows, page...)
+		before = page[len(page)-1].ID
+	}
+	require.Len(t, rows, n)
+	count := map[string]int{}
+	for _, r := range rows {
+		count[r.Status+" "+r.Member]++
+		if r.Status == "failed" {
+			assert.Equal(t, "recipient", r.LastScope, "row %d", r.ID)
+			assert.Contains(t, r.LastError, "via fake://")
+		}
+		assert.NotEmpty(t, r.Member, "row %d names no member", r.ID)
+	}
+	t.Logf("rows by status and member: %v", count)
+	assert.Equal(t, bad, count["failed fake://a"]+count["failed fake://b"])
+}
