@@ -11,8 +11,8 @@ import (
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/suppress"
-	"github.com/mailspool/mailspool/transport/composite"
 	"github.com/mailspool/mailspool/throttle"
+	"github.com/mailspool/mailspool/transport/composite"
 )
 
 func runMigrate(ctx context.Context, e *env, args []string) error {

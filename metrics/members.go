@@ -16,8 +16,8 @@ import (
 //	mailspool_member_weight{lane, member}             its round-robin weight (1 for failover)
 //	mailspool_member_sends_total{lane, member, outcome}  sent or failed
 type Members struct {
-	lane string
-	tr   *composite.Transport
+	lane              string
+	tr                *composite.Transport
 	up, weight, sends *prometheus.Desc
 }
 
