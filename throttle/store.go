@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/ddl"
 	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/internal/sqlstore"
 )
@@ -150,10 +151,10 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	for _, stmt := range d.createSQL() {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("throttle: migrate: %w", err)
-		}
+	// Refused before any DDL if a table of these names is not
+	// mailspool's; one transaction on PostgreSQL and SQLite.
+	if err := ddl.Create(ctx, db, d.createSQL()); err != nil {
+		return fmt.Errorf("throttle: migrate: %w", err)
 	}
 	// sched came after the first version of the table.
 	var has int

@@ -281,3 +281,19 @@ func Run(ctx context.Context, db *sql.DB, store sqlstore.Name, step Step) (err e
 	}
 	return nil
 }
+
+// Create runs the DDL of a package's tables of its own (the suppression
+// list, the events, the send limits, the composite transports' health) as
+// one step: refused before any DDL if a table or index of theirs is there
+// and not mailspool's (Conflicts), in one transaction on PostgreSQL and
+// SQLite. Every statement must be safe to run again (IF NOT EXISTS).
+func Create(ctx context.Context, db *sql.DB, stmts []string) error {
+	store, err := sqlstore.Of(db)
+	if err != nil {
+		return err
+	}
+	if err := Conflicts(ctx, db, store, stmts, nil); err != nil {
+		return err
+	}
+	return Run(ctx, db, store, Step{Stmts: stmts})
+}

@@ -109,7 +109,7 @@ func TestSharedTablesNotMailspoolsAreRefused(t *testing.T) {
 		for _, c := range []struct {
 			table   string
 			migrate func(context.Context, *sql.DB) error
-		}{{suppress.Table, suppress.Migrate}, {inbound.Table, inbound.Migrate}} {
+		}{{suppress.Table, suppress.Migrate}, {inbound.Table, inbound.Migrate}, {throttle.KeysTable, throttle.Migrate}, {composite.MembersTable, composite.Migrate}} {
 			_, err := s.db.ExecContext(ctx, `CREATE TABLE `+c.table+` (address VARCHAR(254) NOT NULL, note INTEGER NOT NULL)`)
 			require.NoError(t, err)
 			err = c.migrate(ctx, s.db)

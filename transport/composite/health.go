@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/ddl"
 	"github.com/mailspool/mailspool/internal/sqlstore"
 )
 
@@ -164,10 +165,10 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range stmts {
-		if _, err := db.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("composite: migrate: %w", err)
-		}
+	// Refused before any DDL if a table of these names is not
+	// mailspool's; one transaction on PostgreSQL and SQLite.
+	if err := ddl.Create(ctx, db, stmts); err != nil {
+		return fmt.Errorf("composite: migrate: %w", err)
 	}
 	return nil
 }
