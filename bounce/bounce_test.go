@@ -35,7 +35,7 @@ type fixture struct {
 	list   *suppress.List
 }
 
-func start(t *testing.T, maxSize int64) *fixture {
+func start(t *testing.T, maxSize int64, policy ...suppress.Policy) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	db, err := dburl.Open("sqlite:" + filepath.Join(t.TempDir(), "q.db"))
@@ -58,7 +58,11 @@ func start(t *testing.T, maxSize int64) *fixture {
 	require.NoError(t, err)
 	f.list, err = suppress.Open(db)
 	require.NoError(t, err)
-	srv, err := NewServer(db, Options{Signer: f.signer, MaxSize: maxSize, Mails: func(ctx context.Context, lane string, id int64) (Mail, error) {
+	var pf func(string) suppress.Policy
+	if len(policy) > 0 {
+		pf = func(string) suppress.Policy { return policy[0] }
+	}
+	srv, err := NewServer(db, Options{Signer: f.signer, MaxSize: maxSize, Policy: pf, Mails: func(ctx context.Context, lane string, id int64) (Mail, error) {
 		if lane != "news" {
 			return Mail{}, ErrNoMail
 		}
@@ -275,4 +279,13 @@ func TestWorkerSendsTheReturnPath(t *testing.T) {
 	require.Len(t, evs, 1)
 	assert.Equal(t, "p-1", evs[0].ProviderMessageID, "linked to the provider id the worker stored")
 	assert.Len(t, f.suppressed(t), 1)
+}
+
+// TestLanePolicy: the lane's suppression policy applies to what its
+// bounces teach: hard bounces off records the event and suppresses nothing.
+func TestLanePolicy(t *testing.T) {
+	f := start(t, 0, suppress.Policy{HardBounce: suppress.Off})
+	require.NoError(t, f.send(t, f.rp, f.fixtureText(t, "postfix-5.1.1.eml")))
+	assert.Len(t, f.events(t), 1)
+	assert.Empty(t, f.suppressed(t))
 }

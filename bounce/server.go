@@ -45,6 +45,9 @@ type Options struct {
 	// Mails returns the mail of lane with id, ErrNoMail when there is
 	// none (required).
 	Mails func(ctx context.Context, lane string, id int64) (Mail, error)
+	// Policy, when not nil, returns a lane's suppression policy: which
+	// reasons suppress and for how long (default: the zero Policy).
+	Policy func(lane string) suppress.Policy
 	// MaxSize bounds a message (default DefaultMaxSize).
 	MaxSize int64
 	// Logger gets a line per refused or failed message (default
@@ -130,20 +133,46 @@ func (s *session) Data(r io.Reader) error {
 	if err != nil {
 		return err // go-smtp answers 552 to a message over the size
 	}
-	evs, err := s.b.events(context.Background(), s.rcpts, Parse(raw))
+	err = s.b.record(context.Background(), s.rcpts, Parse(raw))
 	if err == nil {
-		var rec inbound.Recorded
-		if rec, err = s.b.store.Record(context.Background(), evs); err == nil {
-			if s.b.opts.ObserveFunc != nil {
-				for _, e := range rec.Fresh() {
-					s.b.opts.ObserveFunc(e)
-				}
-			}
-			return nil // 250: after the commit
-		}
+		return nil // 250: after the commits
 	}
 	s.b.opts.Logger.Error("bounce listener: not recorded; the sender will retry", "err", err)
 	return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "not recorded, try again later"}
+}
+
+// record records what rep says about the mails of rps, one transaction
+// per lane (each under its lane's policy). A failure leaves what was
+// committed, which the sender's retry finds as duplicates.
+func (b *backend) record(ctx context.Context, rps []returnPath, rep *Report) error {
+	byLane := map[string][]returnPath{}
+	var lanes []string
+	for _, rp := range rps {
+		if byLane[rp.lane] == nil {
+			lanes = append(lanes, rp.lane)
+		}
+		byLane[rp.lane] = append(byLane[rp.lane], rp)
+	}
+	for _, lane := range lanes {
+		evs, err := b.events(ctx, byLane[lane], rep)
+		if err != nil {
+			return err
+		}
+		var p suppress.Policy
+		if b.opts.Policy != nil {
+			p = b.opts.Policy(lane)
+		}
+		rec, err := b.store.RecordUnder(ctx, evs, p)
+		if err != nil {
+			return err
+		}
+		if b.opts.ObserveFunc != nil {
+			for _, e := range rec.Fresh() {
+				b.opts.ObserveFunc(e)
+			}
+		}
+	}
+	return nil
 }
 
 func (s *session) Reset()        { s.rcpts = nil }

@@ -18,6 +18,7 @@ import (
 	"github.com/mailspool/mailspool/bounce"
 	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
 
 	"github.com/mailspool/mailspool/verp"
 )
@@ -111,7 +112,9 @@ func (c *Config) BounceServer(ctx context.Context, db *sql.DB, log *slog.Logger,
 		return nil, nil
 	}
 	queues := map[string]*queue.Queue{}
+	policies := map[string]suppress.Policy{}
 	for _, l := range c.Lanes {
+		policies[l.Lane.Name] = l.Suppression
 		if l.Lane.ReturnPath == nil {
 			continue
 		}
@@ -126,6 +129,7 @@ func (c *Config) BounceServer(ctx context.Context, db *sql.DB, log *slog.Logger,
 		MaxSize:     c.Bounces.MaxSize,
 		Logger:      log,
 		ObserveFunc: observe,
+		Policy:      func(lane string) suppress.Policy { return policies[lane] },
 		Mails: func(ctx context.Context, lane string, id int64) (bounce.Mail, error) {
 			q := queues[lane]
 			if q == nil {

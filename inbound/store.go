@@ -250,6 +250,12 @@ func (s *Store) Record(ctx context.Context, evs []Event) (Recorded, error) {
 	return s.record(ctx, evs, suppress.Policy{}, "")
 }
 
+// RecordUnder is Record under p, a lane's policy: which reasons
+// suppress and for how long (the bounce listener's, per lane).
+func (s *Store) RecordUnder(ctx context.Context, evs []Event, p suppress.Policy) (Recorded, error) {
+	return s.record(ctx, evs, p, "")
+}
+
 // ForMail returns the events linked to a mail: those with its provider id
 // or its Message-ID, oldest first.
 func (s *Store) ForMail(ctx context.Context, providerID, messageID string) ([]Event, error) {
