@@ -224,9 +224,9 @@ func runThrottleBench(ctx context.Context, e *env, fs *flag.FlagSet, db string, 
 	for _, n := range []struct {
 		flag   string
 		v, max int
-	}{{"--workers", o.Workers, 64}, {"--concurrency", o.Concurrency, 1000}, {"--messages", o.Messages, 1000000}} {
-		if n.v < 0 || n.v > n.max {
-			return usageError{fmt.Sprintf("%s %d: want 1 to %d", n.flag, n.v, n.max)}
+	}{{"workers", o.Workers, 64}, {"concurrency", o.Concurrency, 1000}, {"messages", o.Messages, 1000000}} {
+		if set[n.flag] && (n.v < 1 || n.v > n.max) {
+			return usageError{fmt.Sprintf("--%s %d: want 1 to %d", n.flag, n.v, n.max)}
 		}
 	}
 	if o.DB == "" {
