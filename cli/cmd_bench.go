@@ -253,7 +253,8 @@ func runThrottleBench(ctx context.Context, e *env, fs *flag.FlagSet, db string, 
 	} else {
 		fmt.Fprintf(e.stdout, "bench-throttle workers=%d concurrency=%d messages=%d+%d latency=%v limit=%q,concurrency %d\n", r.Workers, r.Concurrency, r.Messages, r.Messages, r.Latency, r.Rate, r.Limit)
 		fmt.Fprintf(e.stdout, "  %s: most in flight %d (limit %d), most started in one window %d, rate %.2f per window\n", throttlebench.Limited, r.MostInFlight, r.Limit, r.MostStartsPerSpan, r.LimitedRate)
-		fmt.Fprintf(e.stdout, "  %s: %.1f/s with the limit, %.1f/s without: %.1f%%\n", throttlebench.Unlimited, r.OtherRate, r.OtherBaseline, 100*r.OtherShare)
+		fmt.Fprintf(e.stdout, "  %s: %.1f/s with the limit, %.1f/s without: %.1f%% (%.1f/s with no %s mail at all: %.1f%%)\n", throttlebench.Unlimited,
+			r.OtherRate, r.OtherBaseline, 100*r.OtherShare, r.OtherAlone, throttlebench.Limited, 100*r.OtherShareAlone)
 		for _, v := range r.Violations {
 			fmt.Fprintf(e.stdout, "  VIOLATION: %s\n", v)
 		}
