@@ -35,6 +35,10 @@ func (p *provider) Send(ctx context.Context, m *transport.Message) (transport.Re
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.attempts++
+	if p.reply == "paused" {
+		// An API adapter's own verdict: our account is paused.
+		return transport.Receipt{}, &transport.Error{Kind: transport.Temporary, Scope: transport.ScopeSender, Code: 403, Detail: "paused: sending is paused for this account"}
+	}
 	if p.reply == "reset" {
 		return transport.Receipt{}, classify.Error(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})
 	}
@@ -142,7 +146,7 @@ func TestConnectionFailsOver(t *testing.T) {
 // member down and alert; the mail goes through the next member and no
 // recipient is failed.
 func TestSenderAndAuthTakeTheMemberDown(t *testing.T) {
-	for _, reply := range []string{"535 5.7.8 Authentication credentials invalid", "550 5.7.1 Sender domain not verified"} {
+	for _, reply := range []string{"535 5.7.8 Authentication credentials invalid", "550 5.7.1 Sender domain not verified", "paused"} {
 		t.Run(reply[:3], func(t *testing.T) {
 			h := &composite.Memory{}
 			alerts := map[string]error{}
