@@ -19,10 +19,10 @@ type classifyResult struct {
 	Kind           string  `json:"kind"`
 	Code           int     `json:"code,omitempty"`
 	Enhanced       string  `json:"enhanced,omitempty"`
-	RetryAfter     float64 `json:"retry_after_seconds"`
-	MaybeDelivered bool    `json:"maybe_delivered"`
-	Scope          string  `json:"scope"`     // recipient, message, sender, transient or lane
-	Recipient      bool    `json:"recipient"` // scope is recipient
+	RetryAfter     float64 `json:"retry_after_seconds,omitempty"`
+	MaybeDelivered bool    `json:"maybe_delivered,omitempty"`
+	Scope          string  `json:"scope"`               // recipient, message, sender, transient or lane
+	Recipient      bool    `json:"recipient,omitempty"` // scope is recipient
 	Rule           string  `json:"rule"`
 	Detail         string  `json:"detail,omitempty"`
 	Transport      string  `json:"transport"`

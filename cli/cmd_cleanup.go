@@ -78,10 +78,11 @@ func runCleanup(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if lf.asJSON {
-		if *dry {
-			return writeJSON(e.stdout, map[string]any{"would_delete": deleted, "dry_run": true})
-		}
-		return writeJSON(e.stdout, map[string]any{"deleted": deleted})
+		// With --dry-run, deleted counts what would be deleted.
+		return writeJSON(e.stdout, struct {
+			Deleted map[string]int64 `json:"deleted"`
+			DryRun  bool             `json:"dry_run,omitempty"`
+		}{deleted, *dry})
 	}
 	return nil
 }

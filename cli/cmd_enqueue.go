@@ -348,6 +348,22 @@ func enqueueAll(ctx context.Context, e *env, db *sql.DB, lane queue.Lane, mails 
 	return res, nil
 }
 
+// enqueueResult is "mailspool enqueue --json" (docs/JSON.md).
+type enqueueResult struct {
+	Lane string  `json:"lane"`
+	IDs  []int64 `json:"ids"`
+	// ID, Ref and Duplicate are set when one mail was given: its id, as
+	// LANE/ID, and whether its idempotency key was used already (ID is
+	// then the earlier mail's, and nothing was written).
+	ID        int64  `json:"id,omitempty"`
+	Ref       string `json:"ref,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	// Queued counts the rows written; Duplicates are the 1-based
+	// positions of the mails that repeated an idempotency key.
+	Queued     int   `json:"queued"`
+	Duplicates []int `json:"duplicates"`
+}
+
 // reportQueued prints the rows written. A mail that repeats an idempotency
 // key (of an earlier run, or of a mail before it in the file) gets the
 // first row's id and writes nothing; the report names those mails.
@@ -362,10 +378,14 @@ func reportQueued(e *env, asJSON bool, lane string, res enqueued) error {
 		}
 	}
 	if asJSON {
-		if dups == nil {
-			dups = []int{}
+		out := enqueueResult{Lane: lane, IDs: res.ids, Queued: len(written), Duplicates: dups}
+		if out.Duplicates == nil {
+			out.Duplicates = []int{}
 		}
-		return writeJSON(e.stdout, map[string]any{"lane": lane, "ids": res.ids, "queued": len(written), "duplicates": dups})
+		if len(res.ids) == 1 {
+			out.ID, out.Ref, out.Duplicate = res.ids[0], refOf(lane, res.ids[0]), len(dups) == 1
+		}
+		return writeJSON(e.stdout, out)
 	}
 	switch {
 	case len(res.ids) == 1 && len(dups) == 0:

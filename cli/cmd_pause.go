@@ -61,7 +61,7 @@ func setPaused(ctx context.Context, e *env, args []string, paused bool, usage st
 	if (byOperator != nil) == paused {
 		// Already so: say it, change nothing (a pause keeps its time and reason).
 		if lf.asJSON {
-			return writeJSON(e.stdout, map[string]any{"lane": l.Lane.Name, "paused": paused, "unchanged": true})
+			return writeJSON(e.stdout, pauseResult{Lane: l.Lane.Name, Paused: paused, Unchanged: true})
 		}
 		if paused {
 			fmt.Fprintf(e.stdout, "lane %s is already paused, by operator since %s", l.Lane.Name, byOperator.Since.UTC().Format(time.RFC3339))
@@ -78,7 +78,7 @@ func setPaused(ctx context.Context, e *env, args []string, paused bool, usage st
 		return err
 	}
 	if lf.asJSON {
-		return writeJSON(e.stdout, map[string]any{"lane": l.Lane.Name, "paused": paused})
+		return writeJSON(e.stdout, pauseResult{Lane: l.Lane.Name, Paused: paused})
 	}
 	fmt.Fprintf(e.stdout, done, l.Lane.Name, pollInterval(l))
 	return nil
@@ -90,4 +90,12 @@ func pollInterval(l config.Lane) string {
 		return "one poll interval (" + d.String() + ")"
 	}
 	return "one poll interval"
+}
+
+// pauseResult is "mailspool pause --json" and "resume --json".
+type pauseResult struct {
+	Lane   string `json:"lane"`
+	Paused bool   `json:"paused"` // by an operator, after the command
+	// Unchanged: the lane already was so; nothing changed.
+	Unchanged bool `json:"unchanged,omitempty"`
 }

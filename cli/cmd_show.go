@@ -17,6 +17,8 @@ import (
 // message in the shape "mailspool enqueue --file" reads.
 type shownMail struct {
 	Lane string `json:"lane"`
+	Ref  string `json:"ref"` // LANE/ID
+
 	queue.Row
 	// Events are what the provider reported about the mail (mailspool
 	// serve), oldest first.
@@ -91,7 +93,7 @@ func runShow(ctx context.Context, e *env, args []string) error {
 		at, _ = laneIndex(lanes, names[0])
 	}
 	id := &r.ID
-	out := shownMail{Lane: lanes[at].Lane.Name, Row: r}
+	out := shownMail{Lane: lanes[at].Lane.Name, Ref: refOf(lanes[at].Lane.Name, r.ID), Row: r}
 	if out.Events, err = inbound.ForMail(ctx, db, r.ProviderID, r.MessageID); err != nil {
 		return err
 	}
@@ -150,8 +152,6 @@ func printRow(e *env, s shownMail) {
 		fmt.Fprintf(w, "  member       %s   (the lane transport's member of the last outcome)\n", r.Member)
 	}
 	switch {
-	case r.LastKind == "sent" && r.LastError != "":
-		fmt.Fprintf(w, "  last outcome sent (an earlier attempt: %s)\n", r.LastError)
 	case r.LastKind == "sent":
 		fmt.Fprintln(w, "  last outcome sent")
 	case r.LastKind != "" && r.LastCode != 0:
@@ -162,8 +162,16 @@ func printRow(e *env, s shownMail) {
 	if r.LastRule != "" {
 		fmt.Fprintf(e.stdout, "  decided by   rule %s   (mailspool classify explains a reply)\n", r.LastRule)
 	}
-	if r.LastScope != "" && r.LastKind != "sent" {
+	if r.LastScope != "" {
 		fmt.Fprintf(w, "  about        %s\n", r.LastScope)
+	}
+	if f := r.EarlierFailure; f != nil {
+		// History: the attempt that sent the mail came after it.
+		fmt.Fprintf(w, "  earlier      an attempt before the one that sent it failed:%s %s", orEmpty(f.Code != 0, fmt.Sprintf(" %d", f.Code)), f.Error)
+		if f.Rule != "" {
+			fmt.Fprintf(w, " (rule %s)", f.Rule)
+		}
+		fmt.Fprintln(w)
 	}
 	switch {
 	case r.Crashes > 0:
@@ -232,6 +240,9 @@ func escapedForTerminal(s shownMail) shownMail {
 	r.From, r.To, r.Subject, r.Template = t(r.From), t(r.To), t(r.Subject), t(r.Template)
 	r.MessageID, r.ProviderID, r.LastError, r.LastRule = t(r.MessageID), t(r.ProviderID), t(r.LastError), t(r.LastRule)
 	r.Member = t(r.Member)
+	if f := r.EarlierFailure; f != nil {
+		r.EarlierFailure = &queue.EarlierFailure{Code: f.Code, Rule: t(f.Rule), Scope: f.Scope, Error: t(f.Error)}
+	}
 	r.History = slices.Clone(r.History)
 	for i, h := range r.History {
 		r.History[i] = t(h)
@@ -261,4 +272,11 @@ func addrString(a mail.Address) string {
 		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
 	}
 	return name + " <" + a.Address + ">"
+}
+
+func orEmpty(ok bool, s string) string {
+	if !ok {
+		return ""
+	}
+	return s
 }

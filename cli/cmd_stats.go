@@ -18,7 +18,10 @@ type laneStats struct {
 	Lane  string `json:"lane"`
 	Table string `json:"table"`
 	queue.Stats
-	Paused []queue.Pause `json:"paused,omitempty"`
+	// OldestDueSeconds is queue.Stats.OldestDue in seconds; left out while
+	// workers keep up.
+	OldestDueSeconds float64       `json:"oldest_due_seconds,omitempty"`
+	Paused           []queue.Pause `json:"paused,omitempty"`
 	// Limits are the lane's send limits ([throttle]) with their state.
 	Limits []limitStats `json:"limits,omitempty"`
 	// Members are the members of a composite transport (failover,
@@ -93,7 +96,7 @@ func collectStats(ctx context.Context, lanes []config.Lane, qs []*queue.Queue) (
 		if err != nil {
 			return nil, fmt.Errorf("lane %s: %w", lanes[i].Lane.Name, err)
 		}
-		out[i] = laneStats{Lane: lanes[i].Lane.Name, Table: lanes[i].Lane.Table, Stats: s, Paused: ps}
+		out[i] = laneStats{Lane: lanes[i].Lane.Name, Table: lanes[i].Lane.Table, Stats: s, OldestDueSeconds: s.OldestDue.Seconds(), Paused: ps}
 	}
 	return out, nil
 }

@@ -280,7 +280,7 @@ poll_interval = "10ms"
 		assert.Equal(t, "lane tx: would delete 2 old rows\n", out)
 		code, out, _ = ms("cleanup", "--older-than", "1ms", "--dry-run", "--json")
 		assert.Equal(t, 0, code)
-		assert.JSONEq(t, `{"would_delete": {"tx": 2}, "dry_run": true}`, out)
+		assert.JSONEq(t, `{"deleted": {"tx": 2}, "dry_run": true}`, out)
 		_, out, _ = ms("list", "--json")
 		assert.Equal(t, []int64{5, 4, 3, 2, 1}, listIDs(t, out), "nothing deleted")
 		code, out, stderr = ms("cleanup", "--older-than", "1ms", "--status", "sent")

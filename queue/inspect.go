@@ -44,9 +44,14 @@ type Row struct {
 	// sender, transient or lane (see transport.Scope); empty for a row
 	// settled without a reply (expired, poison, cancelled) or failed
 	// before the column existed.
-	LastScope      string `json:"last_scope,omitempty"`
-	LastError      string `json:"last_error,omitempty"`
-	MaybeDelivered bool   `json:"maybe_delivered,omitempty"`
+	LastScope string `json:"last_scope,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// EarlierFailure is the failure of an attempt before the one that
+	// sent the mail: history, not the mail's state. A sent row's
+	// LastCode, LastRule, LastScope and LastError are empty; what the
+	// table still holds of an earlier failure is here.
+	EarlierFailure *EarlierFailure `json:"earlier_failure,omitempty"`
+	MaybeDelivered bool            `json:"maybe_delivered,omitempty"`
 	// Crashes counts the leases that expired while the mail was sending:
 	// its worker died or hung, so it may have been delivered then.
 	Crashes int `json:"crashes,omitempty"`
@@ -62,6 +67,14 @@ type Row struct {
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	SentAt     time.Time `json:"sent_at,omitzero"`
 	NotAfter   time.Time `json:"not_after,omitzero"` // the deadline set at enqueue, if any
+}
+
+// EarlierFailure is the last failure of a mail that was sent after it.
+type EarlierFailure struct {
+	Code  int    `json:"code,omitempty"`
+	Rule  string `json:"rule,omitempty"`
+	Scope string `json:"scope,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // rowColumns are read for a Row, in scanRow's order; no body.
@@ -83,6 +96,14 @@ func scanRow(sc scanner) (Row, error) {
 	r.Status = StatusName(status)
 	r.Priority = MaxPriority - nice
 	r.LastKind = strings.TrimSpace(r.LastKind)
+	if r.LastKind == "sent" {
+		// A send leaves the failure columns as they were (the row is
+		// updated in place): they describe an earlier attempt.
+		if f := (EarlierFailure{r.LastCode, r.LastRule, r.LastScope, r.LastError}); f != (EarlierFailure{}) {
+			r.EarlierFailure = &f
+		}
+		r.LastCode, r.LastRule, r.LastScope, r.LastError = 0, "", "", ""
+	}
 	r.MaybeDelivered = maybe != 0
 	if history != "" {
 		r.History = strings.Split(history, "\n")
