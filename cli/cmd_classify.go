@@ -127,15 +127,17 @@ func classifyText(kind, text string, s classify.Session) (err, perr error) {
 		// An error text as a Go SMTP library prints it.
 		return s.Error(errors.New(text)), nil
 	case "ses":
+		// "[STATUS] Code: message": the HTTP status is optional (400 by
+		// default) and may be written in brackets, as the docs show it.
 		status := 400
-		if s, rest, ok := strings.Cut(text, " "); ok {
-			if n, convErr := strconv.Atoi(s); convErr == nil {
+		if s, rest, ok := strings.Cut(strings.TrimSpace(text), " "); ok {
+			if n, convErr := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); convErr == nil {
 				status, text = n, rest
 			}
 		}
-		code, msg, _ := strings.Cut(text, ":")
-		if code == "" || strings.ContainsAny(code, " \t") {
-			return nil, usageError{"--transport ses: want \"[STATUS] Code: message\", e.g. \"400 InvalidParameterValue: Missing final '@domain'\""}
+		code, msg, _ := strings.Cut(strings.TrimSpace(text), ":")
+		if code == "" || strings.ContainsAny(code, " \t") || status < 100 || status > 599 {
+			return nil, usageError{"--transport ses: want \"[STATUS] Code: message\" (the HTTP status optional, 400 by default), e.g. \"400 InvalidParameterValue: Missing final '@domain'\", \"[400] Throttling: Maximum sending rate exceeded.\" or \"MessageRejected: Email address is not verified.\""}
 		}
 		return ses.Classify(status, code, strings.TrimSpace(msg)), nil
 	case "sendgrid":
