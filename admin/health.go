@@ -40,6 +40,11 @@ type Health struct {
 type loop struct {
 	turned time.Time // last turn of the claim loop (or the lane's start)
 	paused time.Time // the breaker holds claiming until then
+	// operator: an operator paused the lane (mailspool pause), as of the
+	// last turn; since and reason are the pause's.
+	operator bool
+	since    time.Time
+	reason   string
 }
 
 // NewHealth returns a Health for workers on db. nil opts means defaults.
@@ -69,6 +74,13 @@ func (h *Health) Lane(name string) *queue.Observer {
 			defer h.mu.Unlock()
 			if l := h.lanes[e.Lane]; l != nil {
 				l.turned = time.Now()
+			}
+		},
+		PauseFunc: func(e queue.PauseEvent) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if l := h.lanes[e.Lane]; l != nil {
+				l.operator, l.since, l.reason = e.Paused, e.Since, e.Reason
 			}
 		},
 		BreakerFunc: func(e queue.BreakerEvent) {
@@ -105,6 +117,30 @@ func (h *Health) Loops() error {
 	}
 	slices.Sort(stalled)
 	return errors.New("admin: claim loop stalled: " + strings.Join(stalled, ", "))
+}
+
+// Degraded names what works but not fully: each lane an operator paused,
+// who paused it, since when and why. A paused lane is not a failure of the
+// process (restarting it changes nothing), so Check passes.
+func (h *Health) Degraded() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for name, l := range h.lanes {
+		if !l.operator {
+			continue
+		}
+		s := "lane " + name + " paused by operator"
+		if !l.since.IsZero() {
+			s += " since " + l.since.UTC().Format(time.RFC3339)
+		}
+		if l.reason != "" {
+			s += ": " + l.reason
+		}
+		out = append(out, s+" (mailspool resume --lane "+name+")")
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Check returns nil when the database answers a ping within PingTimeout

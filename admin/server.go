@@ -15,7 +15,9 @@ import (
 // Handler serves the admin endpoints:
 //
 //	GET /metrics   the metrics of g in the Prometheus text format
-//	GET /healthz   200 "ok" while h.Check passes, else 503 with the reason
+//	GET /healthz   200 "ok" while h.Check passes, else 503 with the reason;
+//	               200 "degraded" and a line per paused lane (h.Degraded)
+//	               while it passes with a lane paused by an operator
 func Handler(g prometheus.Gatherer, h *Health) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
@@ -25,6 +27,13 @@ func Handler(g prometheus.Gatherer, h *Health) http.Handler {
 		if err := h.Check(r.Context()); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, err)
+			return
+		}
+		if d := h.Degraded(); len(d) > 0 {
+			fmt.Fprintln(w, "degraded")
+			for _, line := range d {
+				fmt.Fprintln(w, line)
+			}
 			return
 		}
 		fmt.Fprintln(w, "ok")

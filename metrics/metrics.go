@@ -39,6 +39,7 @@ type Metrics struct {
 	deadlocks    *prometheus.CounterVec
 	cleanupRows  *prometheus.CounterVec
 	breakerOpen  *prometheus.GaugeVec
+	lanePaused   *prometheus.GaugeVec
 
 	rowsDesc, finishedDesc, oldestDesc, stuckDesc, upDesc *prometheus.Desc
 
@@ -89,6 +90,9 @@ func New(opts *Options) *Metrics {
 		breakerOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mailspool_breaker_open", Help: "1 while the lane's claiming is paused after connection failures in a row, else 0.",
 		}, []string{"lane"}),
+		lanePaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailspool_lane_paused", Help: "1 while an operator has paused the lane (mailspool pause), as this worker last read it, else 0.",
+		}, []string{"lane"}),
 		rowsDesc:     desc("queue_rows", "Unfinished rows by status (pending, retry, sending), read on scrape.", "lane", "status"),
 		finishedDesc: desc("finished_last_hour_rows", "Rows that finished in the last hour by status (sent, failed), read on scrape.", "lane", "status"),
 		oldestDesc:   desc("oldest_pending_age_seconds", "How long the most overdue pending or retry row has been due without being claimed, read on scrape.", "lane"),
@@ -126,6 +130,7 @@ func (m *Metrics) Lane(q *queue.Queue, transportURL string) (*queue.Observer, er
 		c.WithLabelValues(lane)
 	}
 	m.breakerOpen.WithLabelValues(lane).Set(0)
+	m.lanePaused.WithLabelValues(lane).Set(0)
 
 	return &queue.Observer{
 		ClaimFunc: func(e queue.ClaimEvent) {
@@ -134,6 +139,13 @@ func (m *Metrics) Lane(q *queue.Queue, transportURL string) (*queue.Observer, er
 				m.claimErrors.WithLabelValues(e.Lane).Inc()
 			}
 			m.claimed.WithLabelValues(e.Lane).Add(float64(e.Rows))
+		},
+		PauseFunc: func(e queue.PauseEvent) {
+			paused := 0.0
+			if e.Paused {
+				paused = 1
+			}
+			m.lanePaused.WithLabelValues(e.Lane).Set(paused)
 		},
 		OutcomeFunc: func(e queue.OutcomeEvent) {
 			m.outcomes.WithLabelValues(e.Lane, queue.StatusName(e.Status)).Inc()
@@ -175,7 +187,7 @@ func schemeOf(rawURL string) string {
 
 func (m *Metrics) vectors() []prometheus.Collector {
 	return []prometheus.Collector{m.sends, m.failures, m.sendDuration, m.latency, m.outcomes, m.claims, m.claimErrors, m.claimed,
-		m.rescued, m.fenced, m.deadlocks, m.cleanupRows, m.breakerOpen}
+		m.rescued, m.fenced, m.deadlocks, m.cleanupRows, m.breakerOpen, m.lanePaused}
 }
 
 // Describe implements prometheus.Collector.

@@ -35,6 +35,9 @@ type Observer struct {
 	// BreakerFunc is called when the lane's breaker opens (claiming pauses
 	// after connection failures in a row) and when it closes again.
 	BreakerFunc func(BreakerEvent)
+	// PauseFunc is called when the claim loop first reads its lane's
+	// operator pause, and each time it finds it changed.
+	PauseFunc func(PauseEvent)
 	// CleanupFunc is called after each timed cleanup run.
 	CleanupFunc func(CleanupEvent)
 }
@@ -47,6 +50,15 @@ type ClaimEvent struct {
 	// Paused: an operator paused the lane (Queue.Pause), so the loop
 	// turned without claiming.
 	Paused bool
+}
+
+// PauseEvent: the claim loop found its lane paused by an operator, or no
+// longer paused (Queue.Pause, Queue.Resume), and at its first look.
+type PauseEvent struct {
+	Lane   string
+	Paused bool
+	Since  time.Time // when it was paused
+	Reason string
 }
 
 // OutcomeEvent is the decided next state of one row.
@@ -156,6 +168,9 @@ func JoinObservers(obs ...*Observer) *Observer {
 		},
 		BreakerFunc: func(e BreakerEvent) {
 			each(func(o *Observer) { call(o.BreakerFunc, e) })
+		},
+		PauseFunc: func(e PauseEvent) {
+			each(func(o *Observer) { call(o.PauseFunc, e) })
 		},
 		CleanupFunc: func(e CleanupEvent) {
 			each(func(o *Observer) { call(o.CleanupFunc, e) })

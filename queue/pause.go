@@ -77,16 +77,20 @@ func (q *Queue) Paused(ctx context.Context) ([]Pause, error) {
 }
 
 // operatorPaused reports whether an operator paused the lane.
-func (q *Queue) operatorPaused(ctx context.Context) (bool, error) {
+// Its since and reason are set when it did.
+func (q *Queue) operatorPaused(ctx context.Context) (paused bool, since time.Time, reason string, err error) {
 	var pausedAt int64
-	err := q.db.QueryRowContext(ctx, q.d.rebind(`SELECT paused_at FROM `+q.lanes+` WHERE tbl = ?`), q.lane.Table).Scan(&pausedAt)
+	err = q.db.QueryRowContext(ctx, q.d.rebind(`SELECT paused_at, pause_reason FROM `+q.lanes+` WHERE tbl = ?`), q.lane.Table).Scan(&pausedAt, &reason)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return false, time.Time{}, "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("queue: reading lane %s's pause: %w", q.lane.Name, err)
+		return false, time.Time{}, "", fmt.Errorf("queue: reading lane %s's pause: %w", q.lane.Name, err)
 	}
-	return pausedAt != 0, nil
+	if pausedAt == 0 {
+		return false, time.Time{}, "", nil
+	}
+	return true, time.UnixMilli(pausedAt), reason, nil
 }
 
 // holdByBreaker records that a worker's breaker holds the lane until
@@ -110,8 +114,11 @@ func (q *Queue) holdByBreaker(ctx context.Context, until time.Time, reason strin
 
 // pauseWatch is the claim loop's view of the operator's pause.
 type pauseWatch struct {
-	on   bool
-	next time.Time // when to read it again
+	read   bool // read once at least
+	on     bool
+	since  time.Time // when the operator paused it
+	reason string
+	next   time.Time // when to read it again
 }
 
 // pausedByOperator reports whether an operator paused the lane, reading
@@ -124,11 +131,15 @@ func (w *Worker) pausedByOperator(ctx context.Context) bool {
 	}
 	w.paused.next = now.Add(w.opts.PollInterval)
 	opCtx, cancel := context.WithTimeout(ctx, dbBound)
-	on, err := w.q.operatorPaused(opCtx)
+	on, since, reason, err := w.q.operatorPaused(opCtx)
 	cancel()
 	if err != nil {
 		return w.paused.on
 	}
+	if !w.paused.read || on != w.paused.on || !since.Equal(w.paused.since) || reason != w.paused.reason {
+		call(w.observer().PauseFunc, PauseEvent{Lane: w.q.lane.Name, Paused: on, Since: since, Reason: reason})
+	}
+	w.paused.since, w.paused.reason, w.paused.read = since, reason, true
 	if on != w.paused.on {
 		if on {
 			w.log.Warn("lane paused by an operator: not claiming until 'mailspool resume'")
