@@ -36,6 +36,8 @@ type limitStats struct {
 	Rate        string `json:"rate"`
 	Concurrency int    `json:"concurrency,omitempty"`
 	throttle.KeyStatus
+	// AheadSeconds is KeyStatus.Ahead: how long the next send waits.
+	AheadSeconds float64 `json:"ahead_seconds,omitempty"`
 }
 
 // memberStats is one member of a lane's composite transport.
@@ -205,7 +207,7 @@ func collectLimits(ctx context.Context, db *sql.DB, lanes []config.Lane, out []l
 			if !ok {
 				ks = throttle.KeyStatus{Key: key, Factor: 1}
 			}
-			out[i].Limits = append(out[i].Limits, limitStats{Key: key, Rate: r.String(), Concurrency: conc, KeyStatus: ks})
+			out[i].Limits = append(out[i].Limits, limitStats{Key: key, Rate: r.String(), Concurrency: conc, KeyStatus: ks, AheadSeconds: ks.Ahead.Seconds()})
 		}
 		for _, lim := range p.Limits {
 			add(lim.Key, lim.Rate, lim.Concurrency)

@@ -617,7 +617,7 @@ type KeyStatus struct {
 	SlowReason string        `json:"slow_reason,omitempty"`
 	SlowUntil  time.Time     `json:"slow_until,omitzero"`   // the lowered rate holds until then
 	Recovered  time.Time     `json:"recovered_at,omitzero"` // back to the configured rate then
-	Ahead      time.Duration `json:"ahead_ns"`              // how far the rate's schedule runs ahead of now (the wait behind it)
+	Ahead      time.Duration `json:"-"`                     // how far the rate's schedule runs ahead of now (the wait behind it); stats --json writes it in seconds
 	InFlight   int           `json:"in_flight"`             // slots held by live leases
 	Slowdowns  int64         `json:"slowdowns"`
 	Granted    int64         `json:"granted"`
