@@ -13,6 +13,7 @@ import (
 	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -46,6 +47,7 @@ func TestAdminListenerOffLoopbackWarns(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	require.NoError(t, queue.Migrate(ctx, db, config.Tables(cfg.Lanes)...))
+	require.NoError(t, suppress.Migrate(ctx, db))
 	var logs syncBuffer
 	page := cfg.StatusPage
 	page.Credentials = statuspage.Credentials{Token: "0123456789abcdef0123456789abcdef"}

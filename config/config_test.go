@@ -153,6 +153,44 @@ poll_interval = "20ms"
 	assert.EqualValues(t, 2, sent)
 }
 
+// A worker started against a database whose suppression table is missing
+// (queue tables migrated by an older mailspool) refuses to start, saying
+// to run migrate, instead of failing every claim for ever; nothing is
+// claimed.
+func TestRunRefusesWithoutSuppressionTable(t *testing.T) {
+	ctx := context.Background()
+	path := writeConfig(t, `
+[lanes.a]
+transport = "fake://"
+max_messages = 1
+poll_interval = "20ms"
+`)
+	cfg, err := config.Load(path, "sqlite:"+filepath.Join(t.TempDir(), "q.db"))
+	require.NoError(t, err)
+	db, err := cfg.Open()
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, queue.Migrate(ctx, db, config.Tables(cfg.Lanes)...))
+	q, err := queue.New(ctx, db, cfg.Lanes[0].Lane, nil)
+	require.NoError(t, err)
+	_, err = q.Enqueue(ctx, db, &transport.Message{From: addr("shop@example.com"), To: addr("a@example.com"), Subject: "s", Text: "t"})
+	require.NoError(t, err)
+
+	err = config.Run(ctx, db, cfg.Lanes, nil)
+	require.Error(t, err, "Run must refuse to start")
+	assert.ErrorContains(t, err, suppress.Table)
+	assert.ErrorContains(t, err, "run 'mailspool migrate'")
+	pending, err := q.Count(ctx, queue.Filter{Status: "pending"})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, pending, "nothing was claimed")
+
+	require.NoError(t, suppress.Migrate(ctx, db))
+	require.NoError(t, config.Run(ctx, db, cfg.Lanes, nil), "once migrated, it runs")
+	sent, err := q.Count(ctx, queue.Filter{Status: "sent"})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, sent)
+}
+
 func addr(a string) mail.Address { return mail.Address{Address: a} }
 
 func TestLoadRules(t *testing.T) {

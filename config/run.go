@@ -12,6 +12,7 @@ import (
 	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/mailspool/mailspool/metrics"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/throttle"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/composite"
@@ -115,6 +116,11 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		}
 		log.Info("worker starting", "lane", l.Lane.Name, "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
 		workers = append(workers, w)
+	}
+	// Every claim reads the suppression list: without its table each
+	// claim would fail, for ever; refuse to start instead.
+	if err := suppress.CheckSchema(ctx, db); err != nil {
+		return err
 	}
 	// The first worker to return (recycle or shutdown) stops the others. A
 	// worker that fails (its database kept failing, its SQLite file was

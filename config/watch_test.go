@@ -208,6 +208,7 @@ func TestRunRefusesAnOpenStatusPage(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	require.NoError(t, queue.Migrate(ctx, db, config.Tables(cfg.Lanes)...))
+	require.NoError(t, suppress.Migrate(ctx, db))
 	err = config.Run(ctx, db, cfg.Lanes, &config.RunOptions{AdminListen: cfg.AdminListen, StatusPage: cfg.StatusPage})
 	assert.ErrorContains(t, err, "config: admin_listen: statuspage: 0.0.0.0:0 is not a loopback address: the status page needs credentials there")
 }

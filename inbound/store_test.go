@@ -10,6 +10,7 @@ import (
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/mailspool/mailspool/suppress"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	_ "modernc.org/sqlite"
@@ -56,4 +57,9 @@ func newMariaDB(t testing.TB) store {
 func newPostgres(t testing.TB) store {
 	t.Helper()
 	return openMigrated(t, "postgres", dburltest.Postgres.Fresh(t))
+}
+
+// A lane's table may not be the events table.
+func TestTableIsOwned(t *testing.T) {
+	assert.Contains(t, queue.OwnTables, Table)
 }

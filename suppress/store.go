@@ -125,3 +125,19 @@ func SchemaSQL(store string) ([]string, error) {
 	}
 	return nil, fmt.Errorf("suppress: unknown store %q (want mysql, sqlite or postgres)", store)
 }
+
+// CheckSchema reports whether the suppression table is there with every
+// column the list reads and writes. A worker checks it before it claims a
+// row: every claim reads the list, so a program started against a database
+// that 'mailspool migrate' has not brought up to date refuses to start with
+// that advice, instead of failing each claim.
+func CheckSchema(ctx context.Context, db *sql.DB) error {
+	if _, err := dialectOf(db); err != nil {
+		return err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT `+entryColumns+` FROM `+Table+` WHERE 1 = 0`)
+	if err != nil {
+		return fmt.Errorf("suppress: the suppression list's table %s is missing or incomplete: run 'mailspool migrate' (%v)", Table, err)
+	}
+	return rows.Close()
+}

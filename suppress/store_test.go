@@ -9,6 +9,7 @@ import (
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/queue/dburl/dburltest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	_ "modernc.org/sqlite"
@@ -60,4 +61,22 @@ func openList(t *testing.T, s store) *List {
 	l, err := Open(s.db)
 	require.NoError(t, err)
 	return l
+}
+
+// A lane's table may not be the suppression list's.
+func TestTableIsOwned(t *testing.T) {
+	assert.Contains(t, queue.OwnTables, Table)
+	err := queue.Lane{Name: "x", Table: Table}.Validate()
+	assert.ErrorContains(t, err, "one of mailspool's own tables")
+}
+
+func TestCheckSchema(t *testing.T) {
+	ctx := context.Background()
+	db, err := dburl.Open("sqlite:" + filepath.Join(t.TempDir(), "q.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	err = CheckSchema(ctx, db)
+	assert.ErrorContains(t, err, "run 'mailspool migrate'")
+	require.NoError(t, Migrate(ctx, db))
+	assert.NoError(t, CheckSchema(ctx, db))
 }
