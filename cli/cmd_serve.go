@@ -11,6 +11,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 	"github.com/mailspool/mailspool/admin"
+	"github.com/mailspool/mailspool/config"
 	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/metrics"
 	"github.com/mailspool/mailspool/unsubscribe"
@@ -51,6 +52,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		opts := counters.Options(cfg.Serve.Options)
 		opts.Logger = log
+		// Each event is stored with the lane and id of the mail it is about.
+		if opts.Link, err = config.EventLinker(ctx, db, cfg.Lanes); err != nil {
+			return err
+		}
 		h, err := inbound.NewHandler(db, opts)
 		if err != nil {
 			return err

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/internal/duration"
+	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/suppress"
 )
 
@@ -116,3 +119,40 @@ func loadServe(sc *serveConfig, more bool) (*Serve, error) {
 	}
 	return s, nil
 }
+
+// EventLinker returns the inbound.LinkFunc that finds a provider's message
+// ids among the mails of lanes (by their provider id, an index range in
+// each lane's table), so that mailspool serve stores each event with the
+// lane and id of the mail it is about.
+func EventLinker(ctx context.Context, db *sql.DB, lanes []Lane) (inbound.LinkFunc, error) {
+	qs := make([]*queue.Queue, 0, len(lanes))
+	for _, l := range lanes {
+		q, err := queue.New(ctx, db, l.Lane, nil)
+		if err != nil {
+			return nil, fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
+		}
+		qs = append(qs, q)
+	}
+	return func(ctx context.Context, ids []string) (map[string]inbound.Link, error) {
+		found := map[string]inbound.Link{}
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), linkChunk)]
+			ids = ids[len(chunk):]
+			for _, q := range qs {
+				rows, err := q.List(ctx, queue.ListOptions{Filter: queue.Filter{ProviderIDs: chunk}, Limit: queue.MaxListLimit})
+				if err != nil {
+					return nil, fmt.Errorf("lane %s: %w", q.Lane().Name, err)
+				}
+				for _, r := range rows {
+					if _, dup := found[r.ProviderID]; !dup {
+						found[r.ProviderID] = inbound.Link{Lane: q.Lane().Name, MailID: r.ID}
+					}
+				}
+			}
+		}
+		return found, nil
+	}, nil
+}
+
+// linkChunk is how many provider ids one lookup names.
+const linkChunk = 200

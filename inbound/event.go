@@ -46,6 +46,11 @@ type Event struct {
 	// Detail is the provider's reason as it gave it: bounce type and
 	// subtype, status, diagnostic text.
 	Detail string `json:"detail,omitempty"`
+	// Lane and MailID are the mail the event is about, found by its
+	// provider message id when the event arrived (Options.Link); empty
+	// when no lane's mail has that id.
+	Lane   string `json:"lane,omitempty"`
+	MailID int64  `json:"mail_id,omitempty"`
 	// Suppress is the reason the event suppresses its recipient for; ""
 	// when it does not.
 	Suppress suppress.Reason `json:"-"`

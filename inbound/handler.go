@@ -40,6 +40,11 @@ type Options struct {
 	// recipient in (a lane name, or "all"); "" records unsubscribes
 	// without suppressing.
 	UnsubscribeScope string
+	// Link, when not nil, finds the mails the events are about by their
+	// provider message ids, so that each event is stored with its lane
+	// and mail id (config.EventLinker). Events it cannot link are stored
+	// all the same.
+	Link LinkFunc
 	// Logger receives a line per refused request (default slog.Default()).
 	Logger *slog.Logger
 	// ObserveFunc, when not nil, is called for each event recorded for
@@ -146,7 +151,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, provider stri
 // save records evs and answers: 200 after the commit, 503 when the
 // database failed (the provider retries).
 func (h *Handler) save(w http.ResponseWriter, r *http.Request, provider string, evs []Event) {
-	rec, err := h.store.record(r.Context(), evs, h.opts.Policy, h.opts.UnsubscribeScope)
+	rec, err := h.store.record(r.Context(), evs, h.opts.Policy, h.opts.UnsubscribeScope, h.opts.Link)
 	if err != nil {
 		h.opts.Logger.Error("webhook events not recorded", "provider", provider, "events", len(evs), "err", err)
 		http.Error(w, provider+" webhook: the events could not be recorded; try again", http.StatusServiceUnavailable)

@@ -61,11 +61,14 @@ func (d dialect) createSQL() []string {
   occurred_at     BIGINT NOT NULL COMMENT 'unix ms, as the provider says',
   received_at     BIGINT NOT NULL COMMENT 'unix ms',
   detail          VARCHAR(512) NOT NULL DEFAULT '',
+  lane            VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '' COMMENT 'the lane of the mail it is about, linked when it arrived',
+  mail_id         BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'that mail''s id in its lane; 0 = not linked',
   PRIMARY KEY (id),
   UNIQUE KEY uk_event (provider, event_id),
   KEY idx_provider_msg (provider_msg_id),
   KEY idx_message (message_id),
-  KEY idx_received (received_at)
+  KEY idx_received (received_at),
+  KEY idx_lane (lane, type, received_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`}
 	case postgresDialect:
 		return []string{`CREATE TABLE IF NOT EXISTS ` + Table + ` (
@@ -79,6 +82,8 @@ func (d dialect) createSQL() []string {
   occurred_at     BIGINT NOT NULL,
   received_at     BIGINT NOT NULL,
   detail          VARCHAR(512) NOT NULL DEFAULT '',
+  lane            VARCHAR(64) NOT NULL DEFAULT '',
+  mail_id         BIGINT NOT NULL DEFAULT 0,
   UNIQUE (provider, event_id)
 )`, `CREATE INDEX IF NOT EXISTS ` + Table + `_idx_provider_msg ON ` + Table + ` (provider_msg_id)`,
 			`CREATE INDEX IF NOT EXISTS ` + Table + `_idx_message ON ` + Table + ` (message_id)`,
@@ -95,10 +100,38 @@ func (d dialect) createSQL() []string {
   occurred_at     INTEGER NOT NULL,
   received_at     INTEGER NOT NULL,
   detail          TEXT NOT NULL DEFAULT '',
+  lane            TEXT NOT NULL DEFAULT '',
+  mail_id         INTEGER NOT NULL DEFAULT 0,
   UNIQUE (provider, event_id)
 )`, `CREATE INDEX IF NOT EXISTS ` + Table + `_idx_provider_msg ON ` + Table + ` (provider_msg_id)`,
 			`CREATE INDEX IF NOT EXISTS ` + Table + `_idx_message ON ` + Table + ` (message_id)`,
 			`CREATE INDEX IF NOT EXISTS ` + Table + `_idx_received ON ` + Table + ` (received_at)`}
+	}
+}
+
+// linkSQL adds the columns that link an event to its mail (lane, mail_id)
+// and their index to an events table made before they were: one ALTER on
+// MySQL, so that an interrupted run adds all or nothing. Migrate runs it
+// when the table lacks mail_id; the index statements are safe to run again.
+func (d dialect) linkSQL(hasColumns bool) []string {
+	switch d {
+	case mysqlDialect:
+		if hasColumns {
+			return nil
+		}
+		return []string{`ALTER TABLE ` + Table + ` ADD COLUMN lane VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '' COMMENT 'the lane of the mail it is about, linked when it arrived', ADD COLUMN mail_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'that mail''s id in its lane; 0 = not linked', ADD KEY idx_lane (lane, type, received_at)`}
+	case postgresDialect:
+		var out []string
+		if !hasColumns {
+			out = append(out, `ALTER TABLE `+Table+` ADD COLUMN IF NOT EXISTS lane VARCHAR(64) NOT NULL DEFAULT ''`, `ALTER TABLE `+Table+` ADD COLUMN IF NOT EXISTS mail_id BIGINT NOT NULL DEFAULT 0`)
+		}
+		return append(out, `CREATE INDEX IF NOT EXISTS `+Table+`_idx_lane ON `+Table+` (lane, type, received_at)`)
+	default:
+		var out []string
+		if !hasColumns {
+			out = append(out, `ALTER TABLE `+Table+` ADD COLUMN lane TEXT NOT NULL DEFAULT ''`, `ALTER TABLE `+Table+` ADD COLUMN mail_id INTEGER NOT NULL DEFAULT 0`)
+		}
+		return append(out, `CREATE INDEX IF NOT EXISTS `+Table+`_idx_lane ON `+Table+` (lane, type, received_at)`)
 	}
 }
 
@@ -127,6 +160,18 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	if err := ddl.Run(ctx, db, store, ddl.Step{Stmts: d.createSQL()}); err != nil {
 		return fmt.Errorf("inbound: migrate: %w", err)
 	}
+	// A table made before events were linked on arrival lacks the link.
+	has := true
+	if rows, err := db.QueryContext(ctx, `SELECT lane, mail_id FROM `+Table+` WHERE 1 = 0`); err != nil {
+		has = false
+	} else {
+		rows.Close()
+	}
+	for _, stmt := range d.linkSQL(has) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("inbound: migrate: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -142,15 +187,15 @@ func (d dialect) store() sqlstore.Name {
 }
 
 // SchemaSQL is the DDL Migrate runs on a store ("mysql", "sqlite",
-// "postgres").
+// "postgres") to make the table.
 func SchemaSQL(store string) ([]string, error) {
 	switch store {
 	case "mysql":
 		return mysqlDialect.createSQL(), nil
 	case "sqlite":
-		return sqliteDialect.createSQL(), nil
+		return append(sqliteDialect.createSQL(), sqliteDialect.linkSQL(true)...), nil
 	case "postgres":
-		return postgresDialect.createSQL(), nil
+		return append(postgresDialect.createSQL(), postgresDialect.linkSQL(true)...), nil
 	}
 	return nil, fmt.Errorf("inbound: unknown store %q (want mysql, sqlite or postgres)", store)
 }
@@ -192,18 +237,21 @@ func (r Recorded) Fresh() []Event { return r.fresh }
 // stored, and suppresses the recipients of new events that say so, under
 // p (scope: suppress.ScopeOf, an unsubscribe in unsubscribeScope). Nothing
 // is kept unless everything is.
-func (s *Store) record(ctx context.Context, evs []Event, p suppress.Policy, unsubscribeScope string) (Recorded, error) {
+func (s *Store) record(ctx context.Context, evs []Event, p suppress.Policy, unsubscribeScope string, link LinkFunc) (Recorded, error) {
 	var r Recorded
+	if err := linkEvents(ctx, evs, link); err != nil {
+		return r, err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return r, fmt.Errorf("inbound: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	now := s.now()
-	stmt := s.d.rebind(s.d.insertIgnore(`provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, received_at, detail`, `?, ?, ?, ?, ?, ?, ?, ?, ?`))
+	stmt := s.d.rebind(s.d.insertIgnore(`provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, received_at, detail, lane, mail_id`, `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`))
 	for _, e := range evs {
 		res, err := tx.ExecContext(ctx, stmt, e.Provider, clip(e.EventID, 191), e.Type, clip(e.Recipient, 254),
-			clip(e.ProviderMessageID, 255), clip(e.MessageID, 255), e.Time.UnixMilli(), now.UnixMilli(), clip(e.Detail, maxDetail))
+			clip(e.ProviderMessageID, 255), clip(e.MessageID, 255), e.Time.UnixMilli(), now.UnixMilli(), clip(e.Detail, maxDetail), e.Lane, e.MailID)
 		if err != nil {
 			return r, fmt.Errorf("inbound: recording a %s event: %w", e.Provider, err)
 		}
@@ -247,7 +295,69 @@ func (s *Store) record(ctx context.Context, evs []Event, p suppress.Policy, unsu
 // Record stores evs (deduplicated by provider and event id) and
 // suppresses what they say under the default policy, in one transaction.
 func (s *Store) Record(ctx context.Context, evs []Event) (Recorded, error) {
-	return s.record(ctx, evs, suppress.Policy{}, "")
+	return s.record(ctx, evs, suppress.Policy{}, "", nil)
+}
+
+// RecordLinked is Record with the events linked to their mails by link
+// first.
+func (s *Store) RecordLinked(ctx context.Context, evs []Event, link LinkFunc) (Recorded, error) {
+	return s.record(ctx, evs, suppress.Policy{}, "", link)
+}
+
+// Link is the mail an event is about: its lane and its id there.
+type Link struct {
+	Lane   string
+	MailID int64
+}
+
+// LinkFunc finds the mails that providers know by the given message ids
+// (what the worker stored as each mail's provider id), returning those it
+// found. config.EventLinker makes one over a config's lanes.
+type LinkFunc func(ctx context.Context, providerMessageIDs []string) (map[string]Link, error)
+
+// linkEvents sets the lane and mail id of each event of evs whose
+// provider message id link finds, in one call.
+func linkEvents(ctx context.Context, evs []Event, link LinkFunc) error {
+	if link == nil {
+		return nil
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if id := e.ProviderMessageID; id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	found, err := link(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("inbound: linking events to their mails: %w", err)
+	}
+	for i := range evs {
+		if l, ok := found[evs[i].ProviderMessageID]; ok && evs[i].ProviderMessageID != "" {
+			evs[i].Lane, evs[i].MailID = l.Lane, l.MailID
+		}
+	}
+	return nil
+}
+
+// ForLaneMail returns the events linked to one mail of lane, oldest first.
+func (s *Store) ForLaneMail(ctx context.Context, lane string, mailID int64) ([]Event, error) {
+	return s.query(ctx, `WHERE lane = ? AND mail_id = ? ORDER BY occurred_at, id`, lane, mailID)
+}
+
+// CountLane counts the events of a type linked to lane's mail that
+// arrived at or after since.
+func (s *Store) CountLane(ctx context.Context, lane, eventType string, since time.Time) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM `+Table+` WHERE lane = ? AND type = ? AND received_at >= ?`), lane, eventType, since.UnixMilli()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("inbound: counting %s events of lane %s: %w", eventType, lane, err)
+	}
+	return n, nil
 }
 
 // RecordUnder is Record under p, a lane's policy: which reasons
@@ -309,7 +419,7 @@ func (s *Store) Recent(ctx context.Context, eventType string, limit int) ([]Even
 }
 
 func (s *Store) query(ctx context.Context, tail string, args ...any) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, detail FROM `+Table+` `+tail), args...)
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, detail, lane, mail_id FROM `+Table+` `+tail), args...)
 	if err != nil {
 		return nil, fmt.Errorf("inbound: reading events: %w", err)
 	}
@@ -318,7 +428,7 @@ func (s *Store) query(ctx context.Context, tail string, args ...any) ([]Event, e
 	for rows.Next() {
 		var e Event
 		var at int64
-		if err := rows.Scan(&e.Provider, &e.EventID, &e.Type, &e.Recipient, &e.ProviderMessageID, &e.MessageID, &at, &e.Detail); err != nil {
+		if err := rows.Scan(&e.Provider, &e.EventID, &e.Type, &e.Recipient, &e.ProviderMessageID, &e.MessageID, &at, &e.Detail, &e.Lane, &e.MailID); err != nil {
 			return nil, fmt.Errorf("inbound: reading an event: %w", err)
 		}
 		e.Time = time.UnixMilli(at).UTC()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
@@ -62,4 +64,43 @@ func newPostgres(t testing.TB) store {
 // A lane's table may not be the events table.
 func TestTableIsOwned(t *testing.T) {
 	assert.Contains(t, queue.OwnTables, Table)
+}
+
+// An events table made before events were linked on arrival gains the
+// link's columns and index when migrated again, and keeps its rows.
+func TestMigrateAddsTheLink(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		d, err := dialectOf(s.db)
+		require.NoError(t, err)
+		_, err = s.db.Exec(`DROP TABLE ` + Table)
+		require.NoError(t, err)
+		old := d.createSQL()[0]
+		for _, cut := range []string{
+			"  lane            VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '' COMMENT 'the lane of the mail it is about, linked when it arrived',\n",
+			"  mail_id         BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'that mail''s id in its lane; 0 = not linked',\n",
+			",\n  KEY idx_lane (lane, type, received_at)",
+			"  lane            VARCHAR(64) NOT NULL DEFAULT '',\n", "  mail_id         BIGINT NOT NULL DEFAULT 0,\n",
+			"  lane            TEXT NOT NULL DEFAULT '',\n", "  mail_id         INTEGER NOT NULL DEFAULT 0,\n",
+		} {
+			old = strings.Replace(old, cut, "", 1)
+		}
+		require.NotContains(t, old, "mail_id")
+		_, err = s.db.Exec(old)
+		require.NoError(t, err)
+		_, err = s.db.Exec(d.rebind(`INSERT INTO `+Table+` (provider, event_id, type, recipient, occurred_at, received_at) VALUES (?, ?, ?, ?, ?, ?)`), SES, "old", Delivered, "a@example.com", 1, 1)
+		require.NoError(t, err)
+
+		require.NoError(t, Migrate(ctx, s.db))
+		require.NoError(t, Migrate(ctx, s.db), "again: nothing to do")
+		st, err := OpenStore(s.db)
+		require.NoError(t, err)
+		evs, err := st.Recent(ctx, "", 5)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		assert.Equal(t, "old", evs[0].EventID)
+		n, err := st.CountLane(ctx, "", Delivered, time.UnixMilli(0))
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n, "an old event is unlinked")
+	})
 }

@@ -20,8 +20,8 @@ func NewInbound() *Inbound {
 	return &Inbound{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailspool_provider_events_total",
-			Help: "Provider events recorded for the first time, by provider (ses, sendgrid) and event type (delivered, bounced, soft_bounced, complained, ...).",
-		}, []string{"provider", "type"}),
+			Help: "Provider events recorded for the first time, by provider (ses, sendgrid), event type (delivered, bounced, soft_bounced, complained, ...) and the lane of the mail it is about (\"\" when no lane's mail has the provider's message id).",
+		}, []string{"provider", "type", "lane"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailspool_webhook_rejected_total",
 			Help: "Webhook requests refused with a 4xx, by provider and reason (signature, malformed, too_large, method).",
@@ -35,7 +35,7 @@ func NewInbound() *Inbound {
 
 // Observe counts an event recorded for the first time (the bounce
 // listener's ObserveFunc).
-func (m *Inbound) Observe(e inbound.Event) { m.events.WithLabelValues(e.Provider, e.Type).Inc() }
+func (m *Inbound) Observe(e inbound.Event) { m.events.WithLabelValues(e.Provider, e.Type, e.Lane).Inc() }
 
 // Unsubscribe makes h count its requests.
 func (m *Inbound) Unsubscribe(h *unsubscribe.Handler) {

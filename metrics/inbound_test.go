@@ -16,7 +16,7 @@ func TestInboundCounts(t *testing.T) {
 	o := m.Options(inbound.Options{})
 	o.ObserveFunc(inbound.Event{Provider: inbound.SendGrid, Type: inbound.Bounced})
 	o.ObserveFunc(inbound.Event{Provider: inbound.SendGrid, Type: inbound.Bounced})
-	o.ObserveFunc(inbound.Event{Provider: inbound.SES, Type: inbound.Complained})
+	o.ObserveFunc(inbound.Event{Provider: inbound.SES, Type: inbound.Complained, Lane: "news", MailID: 7})
 	o.RejectFunc(inbound.SES, "signature")
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -31,8 +31,8 @@ func TestInboundCounts(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]float64{
-		"mailspool_provider_events_total provider=sendgrid type=bounced": 2,
-		"mailspool_provider_events_total provider=ses type=complained":   1,
-		"mailspool_webhook_rejected_total provider=ses reason=signature": 1,
+		"mailspool_provider_events_total lane= provider=sendgrid type=bounced":   2,
+		"mailspool_provider_events_total lane=news provider=ses type=complained": 1,
+		"mailspool_webhook_rejected_total provider=ses reason=signature":         1,
 	}, got)
 }
