@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/internal/duration"
+	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/suppress"
 )
 
@@ -18,7 +19,7 @@ const suppressUsage = `list|add|remove|import|export [flags]
 
   list   [--reason R] [--scope S] [--address A] [--since D] [--until T] [--expired] [--limit N] [--json]
   add    [--reason manual] [--scope all] [--expires D] [--source TEXT] ADDRESS...
-  remove [--scope S] ADDRESS...                       (every scope unless --scope)
+  remove [--scope S] [--release] ADDRESS...           (every scope unless --scope; --release: the mail held for them is due at once)
   import [--format csv|json] [--reason R] [--scope S] FILE|-   a file of export's or a provider's export
   export [--format csv|json] [the filters of list] [--output FILE]`
 
@@ -189,10 +190,11 @@ func runSuppressAdd(ctx context.Context, e *env, args []string) error {
 }
 
 func runSuppressRemove(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "suppress remove", "[--scope S] ADDRESS...")
+	fs := newFlagSet(e, "suppress remove", "[--scope S] [--release] ADDRESS...")
 	var sf storeFlags
 	sf.register(fs)
 	scope := fs.String("scope", "", "only the entry of this scope (default: every scope)")
+	release := fs.Bool("release", false, "in the same transaction, make the mail held for each address (lanes with suppression hold) due at once")
 	addrs, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -200,14 +202,29 @@ func runSuppressRemove(ctx context.Context, e *env, args []string) error {
 	if len(addrs) == 0 {
 		return usageError{"name at least one address"}
 	}
-	l, closeDB, err := sf.openList()
+	cfg, db, err := sf.open()
 	if err != nil {
 		return err
 	}
-	defer closeDB()
+	defer db.Close()
+	l, err := suppress.Open(db)
+	if err != nil {
+		return err
+	}
+	var qs []*queue.Queue
+	if *release {
+		if qs, err = queues(ctx, db, cfg.Lanes, nil); err != nil {
+			return err
+		}
+	}
 	var missing []string
 	for _, a := range addrs {
-		n, err := l.Remove(ctx, a, *scope)
+		var n, released int64
+		if *release {
+			n, released, err = l.RemoveAndRelease(ctx, a, *scope, qs)
+		} else {
+			n, err = l.Remove(ctx, a, *scope)
+		}
 		if err != nil {
 			return err
 		}
@@ -215,7 +232,11 @@ func runSuppressRemove(ctx context.Context, e *env, args []string) error {
 			missing = append(missing, a)
 			continue
 		}
-		fmt.Fprintf(e.stdout, "removed %s (%d entr%s)\n", a, n, map[bool]string{true: "y", false: "ies"}[n == 1])
+		fmt.Fprintf(e.stdout, "removed %s (%d entr%s)", a, n, map[bool]string{true: "y", false: "ies"}[n == 1])
+		if *release {
+			fmt.Fprintf(e.stdout, ", released %d held mail(s)", released)
+		}
+		fmt.Fprintln(e.stdout)
 	}
 	if len(missing) > 0 {
 		return exitError{code: exitNotFound, err: fmt.Errorf("not suppressed: %s", strings.Join(missing, ", "))}

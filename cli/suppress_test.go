@@ -108,3 +108,31 @@ func TestListEventAndShowEvents(t *testing.T) {
 	code, _, stderr = mailspool(t, "list", "--db", db, "--event", "exploded")
 	assert.Equal(t, exitUsage, code, stderr)
 }
+
+// suppress remove --release makes the mail held for the address due at
+// once, in the transaction that removes it; without --release it waits.
+func TestSuppressRemoveRelease(t *testing.T) {
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "q.db")
+	code, _, stderr := mailspool(t, "migrate", "--db", db)
+	require.Zero(t, code, stderr)
+	code, _, stderr = mailspool(t, "enqueue", "--db", db, "--from", "shop@example.com", "--to", "held@example.com", "--subject", "s", "--text", "t")
+	require.Zero(t, code, stderr)
+	code, _, stderr = mailspool(t, "suppress", "add", "--db", db, "--reason", "manual", "held@example.com")
+	require.Zero(t, code, stderr)
+	sqlDB, err := dburl.Open(db)
+	require.NoError(t, err)
+	defer sqlDB.Close()
+	// As a claim under a lane that holds leaves it (suppress's tests
+	// drive that claim): pending, kind held, due in a day.
+	later := time.Now().Add(24 * time.Hour).UnixMilli()
+	_, err = sqlDB.Exec(`UPDATE mail_queue SET last_kind = 'held', next_run = ?`, later)
+	require.NoError(t, err)
+
+	code, out, stderr := mailspool(t, "suppress", "remove", "--db", db, "--release", "Held@example.com")
+	require.Zero(t, code, stderr)
+	assert.Contains(t, out, "removed Held@example.com (1 entry), released 1 held mail(s)")
+	var due int64
+	require.NoError(t, sqlDB.QueryRow(`SELECT next_run FROM mail_queue`).Scan(&due))
+	assert.LessOrEqual(t, due, time.Now().UnixMilli(), "due at once")
+}

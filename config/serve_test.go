@@ -29,6 +29,7 @@ transport = "fake://"
 bypass = true
 complaint = "30d"
 unsubscribe = "off"
+hold = "6h"
 
 [serve]
 listen = "0.0.0.0:8025"
@@ -45,6 +46,7 @@ topic_arns = ["arn:aws:sns:eu-west-1:123456789012:ses-events"]
 	assert.Equal(t, 30*24*time.Hour, p.Complaint)
 	assert.Equal(t, suppress.Off, p.Unsubscribe)
 	assert.Equal(t, suppress.Forever, p.HardBounce)
+	assert.Equal(t, 6*time.Hour, p.Hold)
 	require.NotNil(t, cfg.Serve)
 	assert.Equal(t, "0.0.0.0:8025", cfg.Serve.Listen)
 	assert.NotNil(t, cfg.Serve.Options.SendGridKey)
@@ -71,6 +73,7 @@ topic_arns = ["my-topic"]`, "serve.ses.topic_arns"},
 		"no provider":           {"[serve]\nlisten = \":8025\"", "nothing to serve"},
 		"a bad policy":          {"[lanes.x.suppression]\nhard_bounce = \"sometimes\"", "lanes.x.suppression: hard_bounce"},
 		"an unknown reason key": {"[lanes.x.suppression]\nsoft_bounce = \"forever\"", "unknown key"},
+		"a bad hold":            {"[lanes.x.suppression]\nhold = \"-1h\"", "lanes.x.suppression: hold"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := config.Load(writeConfig(t, "[lanes.x]\ntransport = \"fake://\"\n"+c.toml), "")

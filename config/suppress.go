@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/suppress"
 )
 
@@ -16,8 +17,10 @@ import (
 //	complaint   = "forever"
 //	invalid     = "forever"
 //	unsubscribe = "forever"
+//	hold        = "6h"      # mail found suppressed at its claim waits, checked every 6h, instead of failing
 type suppressionConfig struct {
 	Bypass      bool   `toml:"bypass"`
+	Hold        string `toml:"hold"`
 	HardBounce  string `toml:"hard_bounce"`
 	Complaint   string `toml:"complaint"`
 	Invalid     string `toml:"invalid"`
@@ -31,6 +34,13 @@ func buildPolicy(sc *suppressionConfig) (suppress.Policy, error) {
 		return p, nil
 	}
 	p.Bypass = sc.Bypass
+	if sc.Hold != "" && sc.Hold != "off" {
+		d, err := duration.Positive(sc.Hold)
+		if err != nil {
+			return p, fmt.Errorf("hold: %q: want off or a positive duration (6h): %v", sc.Hold, err)
+		}
+		p.Hold = d
+	}
 	for _, f := range []struct {
 		key   string
 		value string

@@ -27,6 +27,8 @@ import (
 //	late      (claimed after NotAfter)                                 failed "expired", attempt given back
 //	suppressed (recipient suppressed while the mail waited, seen at    failed "suppressed", attempt given back
 //	           the claim; Lane.Screen)
+//	held      (suppressed, seen at the claim, Screen.Hold set)         pending/retry "held" at now + Hold,
+//	                                                                   attempt given back
 //	released  (not sent: shutdown, breaker open)                       pending/retry at once (or when the
 //	                                                                   breaker closes), attempt given back
 //	unsendable (its stored attachments are missing)                    failed "unsendable", attempt given back
@@ -148,15 +150,16 @@ const (
 	evRescued                     // its lease expired while sending
 	evUnsendable                  // not sent: what it needs is missing from the store
 	evSuppressed                  // its recipient is suppressed (seen at the claim): not sent
+	evHeld                        // its recipient is suppressed and the lane holds such mail: waits
 )
 
 // event is what happened to a claimed row, with what next needs to know.
 type event struct {
 	kind eventKind
 	send sendResult  // evAnswered
-	due  int64       // evReleased: when the row is due again (unix ms)
+	due  int64       // evReleased, evHeld: when the row is due again (unix ms)
 	why  string      // evUnsendable: what is missing
-	sup  Suppression // evSuppressed
+	sup  Suppression // evSuppressed, evHeld
 }
 
 // sendResult is one Send's result. kind is verdict(err), taken
@@ -185,6 +188,11 @@ func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 		return u.failed(kindExpired, "expired: not sent before the not-after deadline "+time.UnixMilli(j.notAfter).UTC().Format(time.RFC3339))
 	case evSuppressed:
 		return u.failed(kindSuppressed, "suppressed: the recipient is on the suppression list ("+ev.sup.Reason+" since "+ev.sup.Since.UTC().Format(time.RFC3339)+"); not sent")
+	case evHeld:
+		u.status, u.nextRun = again, max(nowMS, ev.due)
+		u.hasOutcome, u.lastKind, u.lastCode, u.lastRule, u.lastScope = true, KindHeld, 0, "", ""
+		u.lastError = textclip.Prefix("held: the recipient is on the suppression list ("+ev.sup.Reason+" since "+ev.sup.Since.UTC().Format(time.RFC3339)+"); waits until it is removed, checked again at "+time.UnixMilli(u.nextRun).UTC().Format(time.RFC3339), maxLastError)
+		return u
 	case evReleased:
 		u.status, u.nextRun = again, max(nowMS, ev.due)
 		return u

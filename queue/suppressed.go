@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/mailspool/mailspool/transport"
@@ -51,6 +53,13 @@ type Screen struct {
 	// An error from it fails the recording, which the worker retries.
 	// nil: nothing is fed.
 	FailedFunc func(ctx context.Context, tx DBTX, failed []Failure) error
+	// Hold, when positive, makes a mail whose recipient is suppressed at
+	// the claim wait instead of failing: it goes back to pending or retry
+	// (attempt given back) with last_kind "held", due again Hold later,
+	// when the list is checked again; Queue.ReleaseHeld makes it due at
+	// once (suppress remove --release). Its not-after deadline still
+	// ends it. 0: it fails with kind "suppressed".
+	Hold time.Duration
 	// PrepareFunc, when not nil, is called at enqueue, before anything is
 	// checked or written, with the message (its MessageID set) and the
 	// list the enqueue named (List; "" when none). It returns the message
@@ -79,6 +88,10 @@ type Failure struct {
 // kindSuppressed is stored in last_kind of a mail failed at its claim
 // because its recipient was suppressed while it waited.
 const kindSuppressed = "suppressed"
+
+// KindHeld is stored in last_kind of a mail waiting because its recipient
+// was suppressed at its claim, under a Screen that holds (Screen.Hold).
+const KindHeld = "held"
 
 // prepare hands m to the lane's PrepareFunc, which knows the lists.
 func (q *Queue) prepare(m *transport.Message, o *enqueueOptions) (*transport.Message, error) {
@@ -166,10 +179,33 @@ func (q *Queue) screenClaimed(ctx context.Context, tx DBTX, ex execer, jobs []*j
 			send = append(send, j)
 			continue
 		}
-		ups = append(ups, q.lane.Retry.next(j, event{kind: evSuppressed, sup: sup}, now))
+		ev := event{kind: evSuppressed, sup: sup}
+		if s.Hold > 0 {
+			ev = event{kind: evHeld, sup: sup, due: now.Add(s.Hold).UnixMilli()}
+		}
+		ups = append(ups, q.lane.Retry.next(j, ev, now))
 	}
 	if _, err := q.writeRows(ctx, ex, ups, "locked_by = ?", token); err != nil {
 		return nil, err
 	}
 	return send, nil
+}
+
+// ReleaseHeld makes the lane's mails held for addr (Screen.Hold) due at
+// once, through tx: the transaction that removes addr from the list, so
+// that they are released if and only if it commits. Each is checked
+// against the list again at its claim, as any mail is: one still
+// suppressed (under another entry) is held again. It returns how many it
+// released.
+func (q *Queue) ReleaseHeld(ctx context.Context, tx DBTX, addr string) (int64, error) {
+	cond, args, err := q.where(Filter{To: addr, Kind: KindHeld})
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, q.d.bounded(`UPDATE `+q.table+` SET next_run = ? WHERE status IN (`+strconv.Itoa(StatusPending)+`, `+strconv.Itoa(StatusRetry)+`) AND `+cond),
+		append([]any{q.clock.Now().UnixMilli()}, args...)...)
+	if err != nil {
+		return 0, fmt.Errorf("queue: releasing the mails held for %s: %w", addr, err)
+	}
+	return res.RowsAffected()
 }

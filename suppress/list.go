@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mailspool/mailspool/queue"
 )
 
 // List is the suppression list of one database. It is safe for concurrent
@@ -101,6 +103,12 @@ func (l *List) AddAll(ctx context.Context, es []Entry) error {
 // Remove deletes the entries of address: in scope, or in every scope when
 // scope is "". It returns how many it deleted.
 func (l *List) Remove(ctx context.Context, address, scope string) (int64, error) {
+	return l.RemoveIn(ctx, l.db, address, scope)
+}
+
+// RemoveIn is Remove through ex, a transaction the caller commits (the one
+// that releases the mail held for the address: RemoveAndRelease).
+func (l *List) RemoveIn(ctx context.Context, ex Execer, address, scope string) (int64, error) {
 	a, err := Normalize(address)
 	if err != nil {
 		return 0, err
@@ -113,7 +121,7 @@ func (l *List) Remove(ctx context.Context, address, scope string) (int64, error)
 		q += ` AND scope = ?`
 		args = append(args, scope)
 	}
-	res, err := l.db.ExecContext(ctx, l.d.rebind(q), args...)
+	res, err := ex.ExecContext(ctx, l.d.rebind(q), args...)
 	if err != nil {
 		return 0, fmt.Errorf("suppress: removing %s: %w", a, err)
 	}
@@ -283,4 +291,32 @@ func (l *List) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 		return nil, fmt.Errorf("suppress: listing: %w", err)
 	}
 	return out, nil
+}
+
+// RemoveAndRelease removes address's entries (in scope, or every scope
+// when scope is "") and, in the same transaction, makes the mail held for
+// it in each of queues due at once (queue.Queue.ReleaseHeld): both happen
+// or neither. It returns the entries removed and the mails released; a
+// released mail is checked against the list again at its claim, so one
+// still suppressed under another entry is held again, not sent.
+func (l *List) RemoveAndRelease(ctx context.Context, address, scope string, queues []*queue.Queue) (removed, released int64, err error) {
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("suppress: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if removed, err = l.RemoveIn(ctx, tx, address, scope); err != nil {
+		return 0, 0, err
+	}
+	for _, q := range queues {
+		n, err := q.ReleaseHeld(ctx, tx, address)
+		if err != nil {
+			return 0, 0, err
+		}
+		released += n
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, fmt.Errorf("suppress: commit: %w", err)
+	}
+	return removed, released, nil
 }

@@ -28,6 +28,13 @@ type Policy struct {
 	// explicit choice per lane; the lane's permanent failures still feed
 	// the list.
 	Bypass bool
+	// Hold, when positive, makes a mail whose recipient is found
+	// suppressed at its claim wait instead of failing: it is checked again
+	// every Hold, and sent once the address is no longer suppressed
+	// (removed, or its entry expired); suppress remove --release makes it
+	// due at once. Its not-after deadline still ends it. 0 (the default):
+	// it fails with kind "suppressed".
+	Hold time.Duration
 	// How long each reason suppresses when it is learnt from the lane's
 	// mail or from a provider's event about it: Forever (the default),
 	// Off, or a duration.

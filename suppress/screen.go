@@ -15,6 +15,7 @@ import (
 // (FromFailure), for as long as p says.
 func (l *List) Screen(lane string, p Policy) *queue.Screen {
 	s := &queue.Screen{
+		Hold: p.Hold,
 		FailedFunc: func(ctx context.Context, tx queue.DBTX, failed []queue.Failure) error {
 			now := l.now()
 			for _, f := range failed {

@@ -178,3 +178,89 @@ func TestPolicyOffAndDuration(t *testing.T) {
 	_, err := ParseDuration("-1h")
 	assert.Error(t, err)
 }
+
+// Under a policy that holds, a mail found suppressed at its claim waits
+// (pending, "held", attempt given back, due again a Hold later) instead of
+// failing; RemoveAndRelease removes the entry and makes the held mail due
+// at once in one transaction, and the next claim sends it. A mail still
+// suppressed under another entry is released but held again, never sent.
+func TestHoldAndRelease(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		l := openList(t, s)
+		q, err := queue.New(ctx, s.db, queue.Lane{Name: "default", Screen: l.Screen("default", Policy{Hold: time.Hour})}, nil)
+		require.NoError(t, err)
+		held, err := q.Enqueue(ctx, s.db, mailTo("later@example.com"))
+		require.NoError(t, err)
+		twice, err := q.Enqueue(ctx, s.db, mailTo("twice@example.com"))
+		require.NoError(t, err)
+		fine, err := q.Enqueue(ctx, s.db, mailTo("fine@example.com"))
+		require.NoError(t, err)
+		_, err = l.Add(ctx, Entry{Address: "later@example.com", Reason: Complaint})
+		require.NoError(t, err)
+		_, err = l.Add(ctx, Entry{Address: "twice@example.com", Reason: Complaint})
+		require.NoError(t, err)
+		_, err = l.Add(ctx, Entry{Address: "twice@example.com", Scope: "default", Reason: Manual})
+		require.NoError(t, err)
+
+		tr := &scripted{}
+		holdUntilHeld := func(ids ...int64) {
+			t.Helper()
+			wctx, cancel := context.WithCancel(ctx)
+			w, err := queue.NewWorker(q, tr, &queue.WorkerOptions{PollInterval: 20 * time.Millisecond, CleanupInterval: -1})
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(wctx) }()
+			for _, id := range ids {
+				for { // waits for progress, not for a time
+					r, err := q.Row(ctx, id)
+					require.NoError(t, err)
+					if r.LastKind == queue.KindHeld || r.Status == "sent" || r.Status == "failed" {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			cancel()
+			require.NoError(t, <-done)
+		}
+		before := time.Now()
+		holdUntilHeld(held, twice)
+		drain(t, q, tr, fine)
+		assert.Zero(t, tr.sent("later@example.com"))
+		assert.Equal(t, 1, tr.sent("fine@example.com"))
+		r, err := q.Row(ctx, held)
+		require.NoError(t, err)
+		assert.Equal(t, "pending", r.Status, "held, not failed")
+		assert.Equal(t, queue.KindHeld, r.LastKind)
+		assert.Contains(t, r.LastError, "complaint")
+		assert.Zero(t, r.Attempts, "no attempt was made")
+		assert.True(t, r.DueAt.After(before.Add(50*time.Minute)), "due again a Hold later: %v", r.DueAt)
+
+		// Removing the entry releases the held mail in the same
+		// transaction; removing one of two entries releases it to be held
+		// again.
+		n, released, err := l.RemoveAndRelease(ctx, "Later@example.com", "", []*queue.Queue{q})
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n)
+		assert.EqualValues(t, 1, released)
+		n, released, err = l.RemoveAndRelease(ctx, "twice@example.com", ScopeAll, []*queue.Queue{q})
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n)
+		assert.EqualValues(t, 1, released)
+		r, err = q.Row(ctx, held)
+		require.NoError(t, err)
+		assert.False(t, r.DueAt.After(time.Now()), "due at once")
+
+		drain(t, q, tr, held)
+		assert.Equal(t, 1, tr.sent("later@example.com"), "sent once released")
+		holdUntilHeld(twice)
+		r, err = q.Row(ctx, twice)
+		require.NoError(t, err)
+		assert.Equal(t, "pending", r.Status)
+		assert.Equal(t, queue.KindHeld, r.LastKind)
+		assert.Contains(t, r.LastError, "manual", "held again under the lane's own entry")
+		assert.Zero(t, tr.sent("twice@example.com"))
+
+	})
+}
