@@ -162,6 +162,8 @@ func TestFixtures(t *testing.T) {
 			assert.Equal(t, "ann@example.com", e.Recipient)
 			assert.Equal(t, f.msgID, e.MessageID, "linked to the mail by the return path")
 			assert.Contains(t, e.Detail, "mail news/")
+			assert.Equal(t, "news", e.Lane, "stored with its lane and mail id (the lane's complaint rate counts it)")
+			assert.NotZero(t, e.MailID)
 			if c.suppress == "" {
 				assert.Empty(t, es, "only recipient scope suppresses")
 				return

@@ -189,7 +189,11 @@ func (b *backend) events(ctx context.Context, rps []returnPath, rep *Report) ([]
 			return nil, err
 		}
 		base := inbound.Event{Recipient: m.Recipient, ProviderMessageID: m.ProviderID, MessageID: m.MessageID, Time: now}
-		if !found {
+		if found {
+			// The mail it is about, from its return path: the complaint
+			// counts for its lane (the lane's complaint rate).
+			base.Lane, base.MailID = rp.lane, rp.id
+		} else {
 			base.MessageID = rep.OriginalMessageID
 		}
 		where := rp.lane + "/" + strconv.FormatInt(rp.id, 10)

@@ -35,7 +35,9 @@ func NewInbound() *Inbound {
 
 // Observe counts an event recorded for the first time (the bounce
 // listener's ObserveFunc).
-func (m *Inbound) Observe(e inbound.Event) { m.events.WithLabelValues(e.Provider, e.Type, e.Lane).Inc() }
+func (m *Inbound) Observe(e inbound.Event) {
+	m.events.WithLabelValues(e.Provider, e.Type, e.Lane).Inc()
+}
 
 // Unsubscribe makes h count its requests.
 func (m *Inbound) Unsubscribe(h *unsubscribe.Handler) {
