@@ -154,7 +154,11 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	// PostgreSQL and SQLite (on MySQL there is one, CREATE TABLE IF NOT
 	// EXISTS).
 	store := d.store()
-	if err := ddl.Conflicts(ctx, db, store, d.createSQL(), nil); err != nil {
+	// The events table as it was made before events were linked on
+	// arrival (without lane and mail_id) is mailspool's too: linkSQL
+	// brings it up to date below.
+	allowed := ddl.Columns(d.createSQL())
+	if err := ddl.Conflicts(ctx, db, store, unlinked(d.createSQL()), allowed); err != nil {
 		return fmt.Errorf("inbound: migrate: %w", err)
 	}
 	if err := ddl.Run(ctx, db, store, ddl.Step{Stmts: d.createSQL()}); err != nil {
@@ -173,6 +177,24 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		}
 	}
 	return nil
+}
+
+// unlinked is stmts without the link's columns and index (lane, mail_id):
+// the table as its first version made it.
+func unlinked(stmts []string) []string {
+	out := make([]string, len(stmts))
+	for i, st := range stmts {
+		var keep []string
+		for _, line := range strings.Split(st, "\n") {
+			t := strings.TrimSpace(line)
+			if strings.HasPrefix(t, "lane ") || strings.HasPrefix(t, "mail_id ") || strings.HasPrefix(t, "KEY idx_lane ") {
+				continue
+			}
+			keep = append(keep, line)
+		}
+		out[i] = strings.Replace(strings.Join(keep, "\n"), ",\n) ENGINE", "\n) ENGINE", 1)
+	}
+	return out
 }
 
 // store is the store's name as package sqlstore gives it.
