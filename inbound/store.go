@@ -385,7 +385,7 @@ func (s *Store) CountLane(ctx context.Context, lane, eventType string, since tim
 // RecordUnder is Record under p, a lane's policy: which reasons
 // suppress and for how long (the bounce listener's, per lane).
 func (s *Store) RecordUnder(ctx context.Context, evs []Event, p suppress.Policy) (Recorded, error) {
-	return s.record(ctx, evs, p, "")
+	return s.record(ctx, evs, p, "", nil) // the bounce listener links its events itself, from the return path
 }
 
 // ForMail returns the events linked to a mail: those with its provider id
