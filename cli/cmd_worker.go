@@ -29,7 +29,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	case "text":
 		log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 	case "json":
-		log = slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+		log = slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: secondsAttr}))
 	default:
 		return usageError{fmt.Sprintf("--log-format %q: want text or json", *logFormat)}
 	}
@@ -61,4 +61,15 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	return config.Run(ctx, db, lanes, &config.RunOptions{Transports: e.transports(), Logger: log, AdminListen: cfg.AdminListen, StatusPage: cfg.StatusPage, Alerts: cfg.Alerts})
+}
+
+// secondsAttr writes a duration of a JSON log line as seconds, a number,
+// under its key with "_seconds" added ("for": 30s becomes "for_seconds":
+// 30), as every duration of mailspool's JSON is; slog would write
+// nanoseconds.
+func secondsAttr(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key+"_seconds", a.Value.Duration().Seconds())
+	}
+	return a
 }

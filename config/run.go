@@ -86,6 +86,7 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		return err
 	}
 	workers := make([]*queue.Worker, 0, len(lanes))
+	names := make([]string, 0, len(lanes)) // workers[i]'s lane
 	for _, l := range lanes {
 		if err := queue.CheckSchema(ctx, db, l.Lane.Table); err != nil {
 			return err
@@ -94,7 +95,10 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		if err != nil {
 			return fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
 		}
-		tr, err := OpenTransport(ctx, o.Transports, db, l.Lane.Name, l.Transport, log)
+		// Every line about the lane names it; the worker adds the lane
+		// to its own logger.
+		llog := log.With("lane", l.Lane.Name)
+		tr, err := OpenTransport(ctx, o.Transports, db, l.Lane.Name, l.Transport, llog)
 		if err != nil {
 			return fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
 		}
@@ -114,8 +118,9 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 		if err != nil {
 			return fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
 		}
-		log.Info("worker starting", "lane", l.Lane.Name, "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
+		llog.Info("worker starting", "table", l.Lane.Table, "transport", transport.Redact(l.Transport), "worker", w.ID())
 		workers = append(workers, w)
+		names = append(names, l.Lane.Name)
 	}
 	// Every claim reads the suppression list: without its table each
 	// claim would fail, for ever; refuse to start instead.
@@ -142,10 +147,10 @@ func Run(ctx context.Context, db *sql.DB, lanes []Lane, opts *RunOptions) error 
 			defer cancel()
 			errs[i] = w.Run(ctx)
 			if errs[i] != nil {
-				log.Error("worker failed", "worker", w.ID(), "err", errs[i], statsAttr(w.Stats()))
+				log.Error("worker failed", "lane", names[i], "worker", w.ID(), "err", errs[i], statsAttr(w.Stats()))
 				return
 			}
-			log.Info("worker stopped", "worker", w.ID(), statsAttr(w.Stats()))
+			log.Info("worker stopped", "lane", names[i], "worker", w.ID(), statsAttr(w.Stats()))
 		}()
 	}
 	wg.Wait()
