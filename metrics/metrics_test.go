@@ -18,6 +18,8 @@ import (
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/composite"
+	"github.com/mailspool/mailspool/transport/fake"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -148,6 +150,15 @@ func TestMetricsParseAndMatchTheDocumentedNames(t *testing.T) {
 	obs.DeadlockFunc(queue.DeadlockEvent{Lane: lane, Op: "claim"})
 	obs.CleanupFunc(queue.CleanupEvent{Lane: lane, Deleted: 500})
 	obs.BreakerFunc(queue.BreakerEvent{Lane: lane, Open: true, Until: time.Now().Add(time.Minute)})
+
+	sp, err := composite.Parse("failover(fake://a, fake://b)")
+	require.NoError(t, err)
+	ct, err := composite.New(sp, []transport.Transport{fake.New(nil), fake.New(nil)}, composite.Options{})
+	require.NoError(t, err)
+	defer ct.Close()
+	_, err = ct.Send(context.Background(), &transport.Message{From: mail.Address{Address: "a@shop.example"}, To: mail.Address{Address: "b@example.com"}, Subject: "s", Text: "t"})
+	require.NoError(t, err)
+	reg.MustRegister(metrics.NewMembers(lane, ct))
 
 	families, body := scrape(t, admin.Handler(reg, admin.NewHealth(db, nil)))
 	names := documented(t)
