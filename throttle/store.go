@@ -151,27 +151,30 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
+	// sched came after the first version of the table: add it to such a
+	// table first, so that the table is mailspool's as Create checks it.
+	var cols, first int
+	probe := `SELECT COUNT(*), COALESCE(SUM(CASE WHEN column_name IN ('name', 'tat', 'slow_factor', 'slow_until', 'recover_until', 'slow_reason', 'slowdowns', 'granted', 'refused') THEN 1 ELSE 0 END), 0) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '` + KeysTable + `'`
+	switch d {
+	case sqliteDialect:
+		probe = `SELECT COUNT(*), COALESCE(SUM(CASE WHEN name IN ('name', 'tat', 'slow_factor', 'slow_until', 'recover_until', 'slow_reason', 'slowdowns', 'granted', 'refused') THEN 1 ELSE 0 END), 0) FROM pragma_table_info('` + KeysTable + `')`
+	case postgresDialect:
+		probe = `SELECT COUNT(*), COALESCE(SUM(CASE WHEN column_name IN ('name', 'tat', 'slow_factor', 'slow_until', 'recover_until', 'slow_reason', 'slowdowns', 'granted', 'refused') THEN 1 ELSE 0 END), 0) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '` + KeysTable + `'`
+	}
+	if err := db.QueryRowContext(ctx, probe).Scan(&cols, &first); err != nil {
+		return fmt.Errorf("throttle: migrate: %w", err)
+	}
+	// Only the first version's table, its nine columns and no other: any
+	// other table of that name is left for Create to refuse.
+	if cols == 9 && first == 9 {
+		if _, err := db.ExecContext(ctx, `ALTER TABLE `+KeysTable+` ADD COLUMN sched BIGINT NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("throttle: migrate: adding sched: %w", err)
+		}
+	}
 	// Refused before any DDL if a table of these names is not
 	// mailspool's; one transaction on PostgreSQL and SQLite.
 	if err := ddl.Create(ctx, db, d.createSQL()); err != nil {
 		return fmt.Errorf("throttle: migrate: %w", err)
-	}
-	// sched came after the first version of the table.
-	var has int
-	probe := `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '` + KeysTable + `' AND column_name = 'sched'`
-	switch d {
-	case sqliteDialect:
-		probe = `SELECT COUNT(*) FROM pragma_table_info('` + KeysTable + `') WHERE name = 'sched'`
-	case postgresDialect:
-		probe = `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '` + KeysTable + `' AND column_name = 'sched'`
-	}
-	if err := db.QueryRowContext(ctx, probe).Scan(&has); err != nil {
-		return fmt.Errorf("throttle: migrate: %w", err)
-	}
-	if has == 0 {
-		if _, err := db.ExecContext(ctx, `ALTER TABLE `+KeysTable+` ADD COLUMN sched BIGINT NOT NULL DEFAULT 0`); err != nil {
-			return fmt.Errorf("throttle: migrate: adding sched: %w", err)
-		}
 	}
 	return nil
 }
