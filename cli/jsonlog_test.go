@@ -15,28 +15,12 @@ import (
 // under a *_seconds key, not nanoseconds nor Go duration strings.
 func TestWorkerJSONLogs(t *testing.T) {
 	db := "sqlite:" + filepath.Join(t.TempDir(), "q.db")
-	cfg := writeFile(t, "mailspool.toml", `
-[lanes.tx]
-transport = "fake://"
-recipient_limit = "off"
-poll_interval = "10ms"
-[lanes.bulk]
-transport = "fake://"
-table = "mail_bulk"
-recipient_limit = "off"
-poll_interval = "10ms"
-`)
-	ms := func(args ...string) (int, string, string) {
-		t.Helper()
-		return mailspool(t, append(args, "--db", db, "--config", cfg)...)
-	}
-	code, _, stderr := ms("migrate")
-	require.Equal(t, 0, code, stderr)
+	ms := migratedCLI(t, db, twoFakeLanes)
 	for _, lane := range []string{"tx", "bulk"} {
-		code, _, stderr = ms("enqueue", "--lane", lane, "--from", "shop@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "hi")
+		code, _, stderr := ms("enqueue", "--lane", lane, "--from", "shop@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "hi")
 		require.Equal(t, 0, code, stderr)
 	}
-	code, _, stderr = ms("worker", "--max-messages", "1", "--log-format", "json", "--log-level", "debug")
+	code, _, stderr := ms("worker", "--max-messages", "1", "--log-format", "json", "--log-level", "debug")
 	require.Equal(t, 0, code, stderr)
 
 	sentLines := 0
