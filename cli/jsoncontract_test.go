@@ -103,7 +103,7 @@ poll_interval = "10ms"
 	code, _, stderr = ms("enqueue", "--from", "shop@shop.example", "--to", "fay@example.com", "--subject", "s", "--text", "hi")
 	require.Equal(t, 0, code, stderr)
 	check("list", 0, "list")
-	check("show", 0, "show", "--full", "1")
+	check("show", 0, "show", "--full", "2") // its subject holds <, > and &
 	check("show", 0, "show", "3")
 	check("retry", 0, "retry", "--dry-run", "3")
 	check("cancel", 0, "cancel", "--dry-run", "--yes", "4")
