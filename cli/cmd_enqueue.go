@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/mail"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -189,11 +190,14 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	lanes := []config.Lane{l}
-	if err := config.Screen(db, lanes); err != nil { // the lane's suppression policy
+	// The lane's suppression policy and lists, screened beside every lane of
+	// the config: a list may not take another lane's name.
+	lanes := slices.Clone(cfg.Lanes)
+	if err := config.Screen(db, lanes); err != nil {
 		return err
 	}
-	res, err := enqueueAll(ctx, e, db, lanes[0].Lane, mails)
+	i := slices.IndexFunc(lanes, func(c config.Lane) bool { return c.Lane.Name == l.Lane.Name })
+	res, err := enqueueAll(ctx, e, db, lanes[i].Lane, mails)
 	if err != nil {
 		return err
 	}

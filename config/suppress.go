@@ -72,8 +72,12 @@ func Screen(db *sql.DB, lanes []Lane) error {
 	if err != nil {
 		return err
 	}
+	names := make([]string, len(lanes))
 	for i := range lanes {
-		if err := screenLane(list, &lanes[i]); err != nil {
+		names[i] = lanes[i].Lane.Name
+	}
+	for i := range lanes {
+		if err := screenLane(list, &lanes[i], names); err != nil {
 			return err
 		}
 	}

@@ -94,13 +94,14 @@ func loadUnsubscribe(uc *unsubscribeConfig) (*Unsubscribe, error) {
 
 // screenLane sets the Screen of lane l on list: the lane's suppression
 // policy, and for a bulk lane the unsubscribe headers and list scopes.
-func screenLane(list *suppress.List, l *Lane) error {
+// others names every lane of the deployment: no list may take one's name.
+func screenLane(list *suppress.List, l *Lane, others []string) error {
 	s := list.Screen(l.Lane.Name, l.Suppression)
 	if l.Bulk == nil {
 		l.Lane.Screen = s
 		return nil
 	}
-	s, err := unsubscribe.Lane(s, list, l.Lane.Name, l.Bulk.Signer, l.Bulk.Links)
+	s, err := unsubscribe.Lane(s, list, l.Lane.Name, l.Bulk.Signer, l.Bulk.Links, others...)
 	if err != nil {
 		return err
 	}

@@ -60,14 +60,34 @@ const (
 // is stored and check the scope of the mail's list: the list named at
 // enqueue, or the lane's own name. list is the suppression list base
 // checks. A transactional lane is left as it is.
-func Lane(base *queue.Screen, list *suppress.List, lane string, s *Signer, links Links) (*queue.Screen, error) {
+//
+// A list's unsubscribes are recorded under the list's name as their
+// suppression scope, the namespace of lane names. So that an unsubscribe
+// from a list can never block another lane's mail (a password reset), a
+// list may not be named "all" (the scope of every lane) nor after any of
+// otherLanes, the names of the deployment's other lanes: such an enqueue is
+// refused.
+func Lane(base *queue.Screen, list *suppress.List, lane string, s *Signer, links Links, otherLanes ...string) (*queue.Screen, error) {
 	if err := links.Check(); err != nil {
 		return nil, err
+	}
+	taken := map[string]bool{suppress.ScopeAll: true}
+	for _, o := range otherLanes {
+		if o != lane {
+			taken[o] = true
+		}
 	}
 	out := *base
 	out.PrepareFunc = func(m *transport.Message, name string) (*transport.Message, string, error) {
 		if name == "" {
 			name = lane
+		}
+		if taken[name] {
+			what := "the name of lane " + name
+			if name == suppress.ScopeAll {
+				what = "the suppression scope of every lane"
+			}
+			return nil, "", &queue.InvalidError{Reason: "list " + name + " is " + what + ": its unsubscribes would block that mail too; name the list otherwise"}
 		}
 		for _, h := range m.Headers {
 			for _, own := range []string{HeaderUnsubscribe, HeaderUnsubscribePost, HeaderListID} {

@@ -57,7 +57,7 @@ func open(t *testing.T, u string) *fixture {
 	list, err := suppress.Open(db)
 	require.NoError(t, err)
 	f := &fixture{list: list, s: signer(t)}
-	screen, err := Lane(list.Screen("news", suppress.Policy{}), list, "news", f.s, links)
+	screen, err := Lane(list.Screen("news", suppress.Policy{}), list, "news", f.s, links, "news", "resets")
 	require.NoError(t, err)
 	f.bulk, err = queue.New(ctx, db, queue.Lane{Name: "news", Table: "news_queue", Screen: screen}, nil)
 	require.NoError(t, err)
@@ -160,6 +160,16 @@ func TestBulkHeadersAndTransactionalNone(t *testing.T) {
 	assert.Empty(t, m.Headers, "a transactional lane's mail gets no unsubscribe headers")
 	_, err = f.trans.Enqueue(ctx, f.db.DB, mailTo("ann@example.com"), queue.List("digest"))
 	require.ErrorIs(t, err, queue.ErrInvalid, "a list on a lane without lists is refused")
+
+	// A list named after another lane, or "all", would make its
+	// unsubscribes block that lane's (or every lane's) mail.
+	for _, name := range []string{"resets", "all"} {
+		_, err = f.bulk.Enqueue(ctx, f.db.DB, mailTo("ann@example.com"), queue.List(name))
+		require.ErrorIs(t, err, queue.ErrInvalid, "list %q", name)
+		assert.Contains(t, err.Error(), "list "+name+" is ")
+	}
+	_, err = f.bulk.Enqueue(ctx, f.db.DB, mailTo("ann@example.com"), queue.List("news"))
+	require.NoError(t, err, "the lane's own list may be named")
 
 	m = mailTo("bob@example.com")
 	m.Headers = []transport.Header{{Name: "list-unsubscribe", Value: "<https://evil.example/x>"}}
