@@ -17,6 +17,7 @@ import (
 	"github.com/mailspool/mailspool/metrics"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/throttle"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/composite"
 	"github.com/mailspool/mailspool/transport/fake"
@@ -160,7 +161,18 @@ func TestMetricsParseAndMatchTheDocumentedNames(t *testing.T) {
 	require.NoError(t, err)
 	reg.MustRegister(metrics.NewMembers(lane, ct))
 
+	require.NoError(t, throttle.Migrate(context.Background(), db))
+	st, err := throttle.Open(db)
+	require.NoError(t, err)
+	require.NoError(t, st.Acquire(context.Background(), "w.1", 1, time.Minute, []throttle.Limit{{Key: "domain:gmail", Concurrency: 3}}))
+	tm, err := metrics.NewThrottle(db)
+	require.NoError(t, err)
+	reg.MustRegister(tm)
+	tm.OnSlow(throttle.SlowEvent{Lane: lane, Key: "domain:gmail", Rule: "gmail-4.7.28", Factor: 0.5})
+
 	families, body := scrape(t, admin.Handler(reg, admin.NewHealth(db, nil)))
+	assert.Equal(t, 1.0, value(t, families["mailspool_throttle_in_flight"], map[string]string{"key": "domain:gmail"}))
+	assert.Equal(t, 1.0, value(t, families["mailspool_throttle_slowdowns_total"], map[string]string{"key": "domain:gmail", "rule": "gmail-4.7.28"}))
 	names := documented(t)
 	for _, name := range names {
 		assert.Contains(t, families, name, "documented in docs/MONITORING.md but not exposed")
