@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/transport/composite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -351,5 +353,32 @@ func TestSenderScopeRaisesTheLanesAlert(t *testing.T) {
 		assert.Equal(t, "sender", accepted[0]["condition"])
 		assert.Equal(t, "firing", accepted[0]["state"])
 		assert.Equal(t, 1.0, accepted[0]["value"])
+	})
+}
+
+// A lane whose transport is a composite alerts while a member is down
+// (a 535 on it, say), whatever happens to its mail meanwhile.
+func TestMemberDownAlerts(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *sql.DB) {
+		ctx := context.Background()
+		require.NoError(t, composite.Migrate(ctx, db))
+		hook := newWebhook(t, 0)
+		q := newQueue(t, db)
+		a := newAlerter(t, db, q, Thresholds{Members: true}, Options{WebhookURL: hook.URL, Worker: "w1"})
+		require.NoError(t, a.Check(ctx))
+		_, accepted := hook.got()
+		assert.Empty(t, accepted, "every member up: no alert")
+
+		h, err := composite.NewSQL(db)
+		require.NoError(t, err)
+		now := time.Now()
+		require.NoError(t, h.MarkDown(ctx, "transactional", "smtp://a.example:587", "via smtp://a.example:587: connection: 535 5.7.8 Authentication credentials invalid", now, now.Add(time.Minute)))
+		require.NoError(t, a.Check(ctx))
+		_, accepted = hook.got()
+		require.Len(t, accepted, 1)
+		assert.Equal(t, "member_down", accepted[0]["condition"])
+		assert.Equal(t, "firing", accepted[0]["state"])
+		assert.Contains(t, fmt.Sprint(accepted[0]), "smtp://a.example:587 down since")
+		assert.Contains(t, fmt.Sprint(accepted[0]), "535 5.7.8")
 	})
 }
