@@ -12,8 +12,10 @@ import (
 	"github.com/mailspool/mailspool/admin"
 	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/mailspool/mailspool/alert"
+	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/metrics"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/transport/composite"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -31,6 +33,7 @@ type watcher struct {
 	alerter *alert.Alerter
 	srv     *admin.Server
 	queues  []*queue.Queue // for the status page
+	db      *sql.DB        // the status page's suppressions and provider events
 
 	stopBackground context.CancelFunc
 	background     sync.WaitGroup
@@ -41,7 +44,7 @@ func newWatcher(db *sql.DB, lanes []Lane, o RunOptions) (*watcher, error) {
 	for _, l := range lanes {
 		stall = max(stall, l.Worker.ClaimInterval())
 	}
-	w := &watcher{o: o, health: admin.NewHealth(db, &admin.HealthOptions{Stall: stall})}
+	w := &watcher{o: o, db: db, health: admin.NewHealth(db, &admin.HealthOptions{Stall: stall})}
 	if o.AdminListen != "" {
 		w.reg = prometheus.NewRegistry()
 		w.metrics = metrics.New(nil)
@@ -144,6 +147,13 @@ func (w *watcher) adminHandler() (http.Handler, error) {
 	}
 	so := w.o.StatusPage
 	so.Logger = w.o.Logger
+	var err error
+	if so.Suppressions, err = suppress.Open(w.db); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if so.Events, err = inbound.OpenStore(w.db); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	page, err := statuspage.New(w.queues, &so)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)

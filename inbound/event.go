@@ -51,6 +51,8 @@ type Event struct {
 	// when no lane's mail has that id.
 	Lane   string `json:"lane,omitempty"`
 	MailID int64  `json:"mail_id,omitempty"`
+	// ReceivedAt is when mailspool recorded the event (set when read back).
+	ReceivedAt time.Time `json:"received_at,omitzero"`
 	// Suppress is the reason the event suppresses its recipient for; ""
 	// when it does not.
 	Suppress suppress.Reason `json:"-"`

@@ -68,7 +68,8 @@ func (d dialect) createSQL() []string {
   KEY idx_provider_msg (provider_msg_id),
   KEY idx_message (message_id),
   KEY idx_received (received_at),
-  KEY idx_lane (lane, type, received_at)
+  KEY idx_lane (lane, type, received_at),
+  KEY idx_lane_received (lane, received_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`}
 	case postgresDialect:
 		return []string{`CREATE TABLE IF NOT EXISTS ` + Table + ` (
@@ -119,19 +120,21 @@ func (d dialect) linkSQL(hasColumns bool) []string {
 		if hasColumns {
 			return nil
 		}
-		return []string{`ALTER TABLE ` + Table + ` ADD COLUMN lane VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '' COMMENT 'the lane of the mail it is about, linked when it arrived', ADD COLUMN mail_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'that mail''s id in its lane; 0 = not linked', ADD KEY idx_lane (lane, type, received_at)`}
+		return []string{`ALTER TABLE ` + Table + ` ADD COLUMN lane VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '' COMMENT 'the lane of the mail it is about, linked when it arrived', ADD COLUMN mail_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'that mail''s id in its lane; 0 = not linked', ADD KEY idx_lane (lane, type, received_at), ADD KEY idx_lane_received (lane, received_at)`}
 	case postgresDialect:
 		var out []string
 		if !hasColumns {
 			out = append(out, `ALTER TABLE `+Table+` ADD COLUMN IF NOT EXISTS lane VARCHAR(64) NOT NULL DEFAULT ''`, `ALTER TABLE `+Table+` ADD COLUMN IF NOT EXISTS mail_id BIGINT NOT NULL DEFAULT 0`)
 		}
-		return append(out, `CREATE INDEX IF NOT EXISTS `+Table+`_idx_lane ON `+Table+` (lane, type, received_at)`)
+		return append(out, `CREATE INDEX IF NOT EXISTS `+Table+`_idx_lane ON `+Table+` (lane, type, received_at)`,
+			`CREATE INDEX IF NOT EXISTS `+Table+`_idx_lane_received ON `+Table+` (lane, received_at)`)
 	default:
 		var out []string
 		if !hasColumns {
 			out = append(out, `ALTER TABLE `+Table+` ADD COLUMN lane TEXT NOT NULL DEFAULT ''`, `ALTER TABLE `+Table+` ADD COLUMN mail_id INTEGER NOT NULL DEFAULT 0`)
 		}
-		return append(out, `CREATE INDEX IF NOT EXISTS `+Table+`_idx_lane ON `+Table+` (lane, type, received_at)`)
+		return append(out, `CREATE INDEX IF NOT EXISTS `+Table+`_idx_lane ON `+Table+` (lane, type, received_at)`,
+			`CREATE INDEX IF NOT EXISTS `+Table+`_idx_lane_received ON `+Table+` (lane, received_at)`)
 	}
 }
 
@@ -371,6 +374,23 @@ func (s *Store) ForLaneMail(ctx context.Context, lane string, mailID int64) ([]E
 	return s.query(ctx, `WHERE lane = ? AND mail_id = ? ORDER BY occurred_at, id`, lane, mailID)
 }
 
+// Last returns the event received last about lane's mail, or, when lane
+// is "", the last event received at all (linked or not); nil when there is
+// none. Each is one index probe.
+func (s *Store) Last(ctx context.Context, lane string) (*Event, error) {
+	var evs []Event
+	var err error
+	if lane == "" {
+		evs, err = s.query(ctx, `ORDER BY received_at DESC LIMIT 1`)
+	} else {
+		evs, err = s.query(ctx, `WHERE lane = ? ORDER BY received_at DESC LIMIT 1`, lane)
+	}
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	return &evs[0], nil
+}
+
 // CountLane counts the events of a type linked to lane's mail that
 // arrived at or after since.
 func (s *Store) CountLane(ctx context.Context, lane, eventType string, since time.Time) (int64, error) {
@@ -441,7 +461,7 @@ func (s *Store) Recent(ctx context.Context, eventType string, limit int) ([]Even
 }
 
 func (s *Store) query(ctx context.Context, tail string, args ...any) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, detail, lane, mail_id FROM `+Table+` `+tail), args...)
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, detail, lane, mail_id, received_at FROM `+Table+` `+tail), args...)
 	if err != nil {
 		return nil, fmt.Errorf("inbound: reading events: %w", err)
 	}
@@ -449,11 +469,12 @@ func (s *Store) query(ctx context.Context, tail string, args ...any) ([]Event, e
 	out := []Event{}
 	for rows.Next() {
 		var e Event
-		var at int64
-		if err := rows.Scan(&e.Provider, &e.EventID, &e.Type, &e.Recipient, &e.ProviderMessageID, &e.MessageID, &at, &e.Detail, &e.Lane, &e.MailID); err != nil {
+		var at, received int64
+		if err := rows.Scan(&e.Provider, &e.EventID, &e.Type, &e.Recipient, &e.ProviderMessageID, &e.MessageID, &at, &e.Detail, &e.Lane, &e.MailID, &received); err != nil {
 			return nil, fmt.Errorf("inbound: reading an event: %w", err)
 		}
 		e.Time = time.UnixMilli(at).UTC()
+		e.ReceivedAt = time.UnixMilli(received).UTC()
 		out = append(out, e)
 	}
 	return out, rows.Err()

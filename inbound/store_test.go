@@ -79,7 +79,7 @@ func TestMigrateAddsTheLink(t *testing.T) {
 		for _, cut := range []string{
 			"  lane            VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '' COMMENT 'the lane of the mail it is about, linked when it arrived',\n",
 			"  mail_id         BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'that mail''s id in its lane; 0 = not linked',\n",
-			",\n  KEY idx_lane (lane, type, received_at)",
+			",\n  KEY idx_lane (lane, type, received_at),\n  KEY idx_lane_received (lane, received_at)",
 			"  lane            VARCHAR(64) NOT NULL DEFAULT '',\n", "  mail_id         BIGINT NOT NULL DEFAULT 0,\n",
 			"  lane            TEXT NOT NULL DEFAULT '',\n", "  mail_id         INTEGER NOT NULL DEFAULT 0,\n",
 		} {

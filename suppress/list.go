@@ -232,6 +232,7 @@ type Filter struct {
 	Until   time.Time // made before
 	Expired bool      // include entries that have expired
 	Limit   int       // at most this many, newest first (0 = all)
+	Offset  int       // skip this many first (with Limit)
 }
 
 // Entries returns the entries f selects, newest first.
@@ -273,6 +274,9 @@ func (l *List) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 	q += ` ORDER BY created_at DESC, address, scope`
 	if f.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+		if f.Offset > 0 {
+			q += fmt.Sprintf(` OFFSET %d`, f.Offset)
+		}
 	}
 	rows, err := l.db.QueryContext(ctx, l.d.rebind(q), args...)
 	if err != nil {
@@ -319,4 +323,46 @@ func (l *List) RemoveAndRelease(ctx context.Context, address, scope string, queu
 		return 0, 0, fmt.Errorf("suppress: commit: %w", err)
 	}
 	return removed, released, nil
+}
+
+// ReasonCount is how many entries of one reason are in force.
+type ReasonCount struct {
+	Reason Reason `json:"reason"`
+	Count  int64  `json:"count"`
+}
+
+// CountByReason counts the entries in force for mail of lane (scope "all"
+// or lane; every scope when lane is ""), by reason, in the order of
+// Reasons; reasons without entries are left out. It reads every entry in
+// force: a caller on a page that is reloaded caches it (the status page
+// does).
+func (l *List) CountByReason(ctx context.Context, lane string) ([]ReasonCount, error) {
+	q, args := `SELECT reason, COUNT(*) FROM `+Table+` WHERE (expires_at IS NULL OR expires_at > ?)`, []any{l.now().UnixMilli()}
+	if lane != "" {
+		q, args = q+` AND scope IN (?, ?)`, append(args, ScopeAll, lane)
+	}
+	rows, err := l.db.QueryContext(ctx, l.d.rebind(q+` GROUP BY reason`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("suppress: counting: %w", err)
+	}
+	defer rows.Close()
+	by := map[Reason]int64{}
+	for rows.Next() {
+		var r string
+		var n int64
+		if err := rows.Scan(&r, &n); err != nil {
+			return nil, fmt.Errorf("suppress: counting: %w", err)
+		}
+		by[Reason(r)] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("suppress: counting: %w", err)
+	}
+	out := []ReasonCount{}
+	for _, r := range Reasons {
+		if n := by[r]; n > 0 {
+			out = append(out, ReasonCount{Reason: r, Count: n})
+		}
+	}
+	return out, nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -83,8 +82,11 @@ func screenshot(t *testing.T, dir, name string, png []byte) {
 // real browser (its CSRF token and same-origin headers).
 func TestBrowser(t *testing.T) {
 	ctx := browser(t)
-	s := seed(t, sqliteDB(t))
-	srv := server(t, s, &statuspage.Options{Actions: true})
+	db := sqliteDB(t)
+	s := seed(t, db)
+	o := seedDeliverability(t, db, s)
+	o.Actions = true
+	srv := server(t, s, o)
 	dir := artifacts(t)
 	text := func(sel string) string {
 		t.Helper()
@@ -107,7 +109,24 @@ func TestBrowser(t *testing.T) {
 	assert.Equal(t, "50.0 %", text(lane+`[data-figure="failure-rate"]`))
 	assert.Equal(t, "1", text(lane+`[data-figure="sending"]`))
 	assert.Contains(t, text(lane+`[data-figure="state"]`), "claiming")
+	assert.Equal(t, "2", text(lane+`[data-figure="suppressed-hard_bounce"]`))
+	assert.Equal(t, "4", text(lane+`[data-figure="suppressed-total"]`))
+	assert.Regexp(t, `^complained from sendgrid about mail \d+ \(a\*\*\*@example.com\), received \d+s ago$`, text(lane+`[data-figure="last-event"]`))
+	assert.Contains(t, text(lane+`[data-figure="last-event-any"]`), "delivered from ses")
 	shot("statuspage-overview.png")
+
+	// The suppression list, from its reason on the overview: masked.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(lane+`a[href$="suppressions?reason=hard_bounce"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.suppressions`)),
+	))
+	assert.Equal(t, "hard_bounce", text(`table.suppressions tbody tr:first-child td[data-field="reason"]`))
+	cellsText := text(`table.suppressions tbody`)
+	assert.Contains(t, cellsText, "b***@example.com")
+	assert.NotContains(t, cellsText, "bob@example.com")
+	assert.NotContains(t, cellsText, "complaint", "filtered by reason")
+	shot("statuspage-suppressions.png")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")))
 
 	bob := fmt.Sprint(s.ids["bob"])
 	require.NoError(t, chromedp.Do(ctx,

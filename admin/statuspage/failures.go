@@ -24,7 +24,7 @@ func (p *Page) failures(w http.ResponseWriter, r *http.Request) {
 	for _, q := range p.lanes {
 		name := q.Lane().Name
 		// The overview's figures: one read serves both pages.
-		val, _, err := p.cache.get(r.Context(), "failures\x00"+name, func(ctx context.Context) (any, error) { return loadTopFailures(ctx, q) })
+		val, _, err := p.cache.get(r.Context(), "failures\x00"+name, func(ctx context.Context) (any, error) { return loadTopFailures(ctx, p, q) })
 		lf := laneFailures{Lane: name}
 		if err != nil {
 			lf.Err = err.Error()

@@ -17,13 +17,28 @@ import (
 // with its load function in a file of its own.
 type section struct {
 	name string
-	load func(ctx context.Context, q *queue.Queue) (any, error)
+	load func(ctx context.Context, p *Page, q *queue.Queue) (any, error)
+	// on says whether the page shows the section (nil: always).
+	on func(o *Options) bool
 }
 
 var sections = []section{
-	{"queue", func(ctx context.Context, q *queue.Queue) (any, error) { return q.Stats(ctx) }},
-	{"state", func(ctx context.Context, q *queue.Queue) (any, error) { return q.Paused(ctx) }},
-	{"failures", loadTopFailures},
+	{"queue", func(ctx context.Context, _ *Page, q *queue.Queue) (any, error) { return q.Stats(ctx) }, nil},
+	{"state", func(ctx context.Context, _ *Page, q *queue.Queue) (any, error) { return q.Paused(ctx) }, nil},
+	{"failures", loadTopFailures, nil},
+	{"suppressions", loadSuppressions, func(o *Options) bool { return o.Suppressions != nil }},
+	{"events", loadLastEvents, func(o *Options) bool { return o.Events != nil }},
+}
+
+// sectionsOn returns the sections the page shows under o.
+func sectionsOn(o *Options) []section {
+	var out []section
+	for _, s := range sections {
+		if s.on == nil || s.on(o) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // FailureWindow is how far back the failures by rule reach.
@@ -38,7 +53,7 @@ type topFailuresView struct {
 	More  int                  // rules not in Rules
 }
 
-func loadTopFailures(ctx context.Context, q *queue.Queue) (any, error) {
+func loadTopFailures(ctx context.Context, _ *Page, q *queue.Queue) (any, error) {
 	fs, err := q.FailuresByRule(ctx, time.Now().Add(-FailureWindow))
 	if err != nil {
 		return nil, err
@@ -74,10 +89,10 @@ func (p *Page) overview(w http.ResponseWriter, r *http.Request) {
 	var wg sync.WaitGroup
 	for i, q := range p.lanes {
 		l := &lanes[i]
-		*l = laneView{Name: q.Lane().Name, Table: q.Lane().Table, Sections: make([]sectionView, len(sections))}
-		for j, s := range sections {
+		*l = laneView{Name: q.Lane().Name, Table: q.Lane().Table, Sections: make([]sectionView, len(p.sections))}
+		for j, s := range p.sections {
 			wg.Go(func() {
-				val, at, err := p.cache.get(r.Context(), s.name+"\x00"+l.Name, func(ctx context.Context) (any, error) { return s.load(ctx, q) })
+				val, at, err := p.cache.get(r.Context(), s.name+"\x00"+l.Name, func(ctx context.Context) (any, error) { return s.load(ctx, p, q) })
 				sv := sectionView{Name: s.name, Lane: l.Name, Base: root, Data: val, At: at}
 				if err != nil {
 					sv.Err = err.Error()

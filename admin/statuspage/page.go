@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
 )
 
 //go:embed templates/*.html templates/style.css
@@ -40,6 +42,12 @@ type Options struct {
 	// Logger receives a line per action, with who did it (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Suppressions, when set, adds each lane's suppressions by reason to
+	// the overview and the suppression list page (/suppressions).
+	Suppressions *suppress.List
+	// Events, when set, adds the last provider event received, the lane's
+	// and any, to the overview (package inbound, mailspool serve).
+	Events *inbound.Store
 }
 
 // DefaultCacheFor is the default Options.CacheFor.
@@ -52,11 +60,12 @@ type Page struct {
 	opts   Options
 	log    *slog.Logger
 
-	mux     *http.ServeMux
-	tmpl    *template.Template
-	cache   *cache
-	csrfKey []byte
-	origin  *http.CrossOriginProtection
+	mux      *http.ServeMux
+	sections []section // those the overview shows
+	tmpl     *template.Template
+	cache    *cache
+	csrfKey  []byte
+	origin   *http.CrossOriginProtection
 }
 
 // New returns the status page of lanes, shown in the order given. nil
@@ -91,6 +100,7 @@ func New(lanes []*queue.Queue, opts *Options) (*Page, error) {
 		p.byName[name] = q
 	}
 	_, _ = rand.Read(p.csrfKey)
+	p.sections = sectionsOn(&p.opts)
 	var err error
 	if p.tmpl, err = p.parse(); err != nil {
 		return nil, err
@@ -102,6 +112,9 @@ func New(lanes []*queue.Queue, opts *Options) (*Page, error) {
 	p.mux.HandleFunc("GET /lanes/{lane}/mail/{id}", p.mail)
 	p.mux.HandleFunc("GET /mail", p.findMail)
 	p.mux.HandleFunc("GET /style.css", p.style)
+	if o.Suppressions != nil {
+		p.mux.HandleFunc("GET /suppressions", p.suppressions)
+	}
 	if o.Actions {
 		p.mux.HandleFunc("POST /lanes/{lane}/mail/{id}/{action}", p.mailAction)
 		p.mux.HandleFunc("POST /lanes/{lane}/{action}", p.laneAction)
@@ -143,8 +156,11 @@ type view struct {
 	Masked  bool
 	CSRF    string
 	Lanes   []string
-	Done    string // what the last action did
-	Data    any
+	// Suppressions: the suppression list page exists (a link in the
+	// header).
+	Suppressions bool
+	Done         string // what the last action did
+	Data         any
 }
 
 // render executes the named template with v.
@@ -153,6 +169,7 @@ func (p *Page) render(w http.ResponseWriter, r *http.Request, status int, name s
 	v.Now = time.Now()
 	v.Actions = p.opts.Actions
 	v.Masked = !p.opts.ShowAddresses
+	v.Suppressions = p.opts.Suppressions != nil
 	if p.opts.Actions {
 		v.CSRF = p.csrfToken(who(r.Context()), v.Now)
 	}

@@ -66,7 +66,7 @@ func get(t *testing.T, u string) answer {
 	return do(t, http.MethodGet, u, nil, nil)
 }
 
-var figureRE = regexp.MustCompile(`data-figure="([a-z-]+)"[^>]*>([^<]*)<`)
+var figureRE = regexp.MustCompile(`data-figure="([a-z_-]+)"[^>]*>([^<]*)<`)
 
 // figures reads the data-figure values of a page.
 func figures(body string) map[string]string {
