@@ -329,38 +329,39 @@ func (l *List) RemoveAndRelease(ctx context.Context, address, scope string, queu
 type ReasonCount struct {
 	Reason Reason `json:"reason"`
 	Count  int64  `json:"count"`
+	// AtLeast: there are more than Count (CountByReason's cap), and Count
+	// is the cap.
+	AtLeast bool `json:"at_least,omitempty"`
 }
 
 // CountByReason counts the entries in force for mail of lane (scope "all"
-// or lane; every scope when lane is ""), by reason, in the order of
-// Reasons; reasons without entries are left out. It reads every entry in
-// force: a caller on a page that is reloaded caches it (the status page
-// does).
-func (l *List) CountByReason(ctx context.Context, lane string) ([]ReasonCount, error) {
-	q, args := `SELECT reason, COUNT(*) FROM `+Table+` WHERE (expires_at IS NULL OR expires_at > ?)`, []any{l.now().UnixMilli()}
-	if lane != "" {
-		q, args = q+` AND scope IN (?, ?)`, append(args, ScopeAll, lane)
+// or lane), by reason, in the order of Reasons; reasons without entries
+// are left out. Each reason is counted up to capAt (0: no cap), each count
+// one range of the (reason, scope, expires_at) index, so that its cost is
+// bounded however long the list grows; a count that reaches the cap says
+// AtLeast.
+func (l *List) CountByReason(ctx context.Context, lane string, capAt int) ([]ReasonCount, error) {
+	if err := CheckScope(lane); err != nil {
+		return nil, err
 	}
-	rows, err := l.db.QueryContext(ctx, l.d.rebind(q+` GROUP BY reason`), args...)
-	if err != nil {
-		return nil, fmt.Errorf("suppress: counting: %w", err)
+	limit := ""
+	if capAt > 0 {
+		limit = fmt.Sprintf(` LIMIT %d`, capAt+1)
 	}
-	defer rows.Close()
-	by := map[Reason]int64{}
-	for rows.Next() {
-		var r string
-		var n int64
-		if err := rows.Scan(&r, &n); err != nil {
-			return nil, fmt.Errorf("suppress: counting: %w", err)
-		}
-		by[Reason(r)] += n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("suppress: counting: %w", err)
-	}
+	q := l.d.rebind(`SELECT COUNT(*) FROM (SELECT 1 AS one FROM ` + Table + ` WHERE reason = ? AND scope IN (?, ?) AND (expires_at IS NULL OR expires_at > ?)` + limit + `) capped`)
+	now := l.now().UnixMilli()
 	out := []ReasonCount{}
 	for _, r := range Reasons {
-		if n := by[r]; n > 0 {
+		var n int64
+		if err := l.db.QueryRowContext(ctx, q, string(r), ScopeAll, lane, now).Scan(&n); err != nil {
+			return nil, fmt.Errorf("suppress: counting: %w", err)
+		}
+		switch {
+		case n == 0:
+			continue
+		case capAt > 0 && n > int64(capAt):
+			out = append(out, ReasonCount{Reason: r, Count: int64(capAt), AtLeast: true})
+		default:
 			out = append(out, ReasonCount{Reason: r, Count: n})
 		}
 	}

@@ -3,6 +3,7 @@ package suppress
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,35 @@ func TestParseProviderExports(t *testing.T) {
 	require.ErrorContains(t, err, "line 3")
 	_, err = Parse(strings.NewReader(`[{"email":"x@example.com","created":"yesterday"}]`), JSON, ParseOptions{})
 	require.ErrorContains(t, err, "record 1")
+}
+
+// CountByReason counts the entries in force for a lane by reason, up to
+// its cap.
+func TestCountByReason(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		l := openList(t, s)
+		now := time.Now()
+		for i := range 5 {
+			_, err := l.Add(ctx, Entry{Address: fmt.Sprintf("b%d@example.com", i), Reason: HardBounce})
+			require.NoError(t, err)
+		}
+		for _, e := range []Entry{
+			{Address: "c@example.com", Reason: Complaint},
+			{Address: "u@example.com", Scope: "news", Reason: Unsubscribe},
+			{Address: "v@example.com", Scope: "other", Reason: Unsubscribe},
+			{Address: "x@example.com", Reason: Manual, CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour)},
+		} {
+			_, err := l.Add(ctx, e)
+			require.NoError(t, err)
+		}
+		got, err := l.CountByReason(ctx, "news", 0)
+		require.NoError(t, err)
+		assert.Equal(t, []ReasonCount{{Reason: HardBounce, Count: 5}, {Reason: Complaint, Count: 1}, {Reason: Unsubscribe, Count: 1}}, got)
+		got, err = l.CountByReason(ctx, "news", 3)
+		require.NoError(t, err)
+		assert.Equal(t, []ReasonCount{{Reason: HardBounce, Count: 3, AtLeast: true}, {Reason: Complaint, Count: 1}, {Reason: Unsubscribe, Count: 1}}, got)
+		_, err = l.CountByReason(ctx, "Bad Lane", 0)
+		assert.Error(t, err)
+	})
 }

@@ -16,16 +16,24 @@ import (
 type suppressionsView struct {
 	Reasons []suppress.ReasonCount
 	Total   int64
+	AtLeast bool // a reason's count reached SuppressionCountCap
 }
 
+// SuppressionCountCap is how far the overview counts each reason's
+// suppressions: past it, the figure reads "1000+" (the suppression list
+// page shows them all). Counting is then one bounded index range per
+// reason, however long the list is.
+const SuppressionCountCap = 1000
+
 func loadSuppressions(ctx context.Context, p *Page, q *queue.Queue) (any, error) {
-	rc, err := p.opts.Suppressions.CountByReason(ctx, q.Lane().Name)
+	rc, err := p.opts.Suppressions.CountByReason(ctx, q.Lane().Name, SuppressionCountCap)
 	if err != nil {
 		return nil, err
 	}
 	v := suppressionsView{Reasons: rc}
 	for _, r := range rc {
 		v.Total += r.Count
+		v.AtLeast = v.AtLeast || r.AtLeast
 	}
 	return v, nil
 }
