@@ -70,6 +70,7 @@ type enqueueOptions struct {
 	delay       time.Duration
 	template    string
 	list        string
+	bypass      string // BypassSuppression's reason
 }
 
 // Priorities of mail within a lane: due mail is claimed highest priority
@@ -296,7 +297,7 @@ func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, op
 	if db, ok := exec.(*sql.DB); ok {
 		return q.enqueueOwnTx(ctx, db, m, &o, now)
 	}
-	if o.idemKey == "" && len(m.Attachments) == 0 {
+	if o.idemKey == "" && len(m.Attachments) == 0 && o.bypass == "" {
 		// No savepoint: a single INSERT is atomic (on SQLite the bodies'
 		// INSERT before it is taken back if it fails, see insertRow), and
 		// the rate-limit counts, when a limit applies, are taken back by
@@ -362,7 +363,8 @@ func (q *Queue) enqueueInTx(ctx context.Context, exec DBTX, m *transport.Message
 			return id, err
 		}
 	}
-	if err := q.checkEnqueue(ctx, exec, m.To.Address, o.list); err != nil {
+	bypassed, err := q.checkEnqueue(ctx, exec, m.To.Address, o)
+	if err != nil {
 		return 0, err
 	}
 	undo, err := q.countLimits(ctx, exec, m, o, now)
@@ -370,6 +372,9 @@ func (q *Queue) enqueueInTx(ctx context.Context, exec DBTX, m *transport.Message
 		return 0, err
 	}
 	id, err := q.insertRow(ctx, exec, m, o, now)
+	if err == nil {
+		err = q.recordBypass(ctx, exec, id, m.To.Address, o, bypassed)
+	}
 	if err == nil {
 		return id, nil
 	}

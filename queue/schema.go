@@ -77,7 +77,7 @@ func distinctTables(tables []string) error {
 // (table, table_limits, table_bodies), in one list: a lane's table may be
 // none of them, and Lane.Validate and Migrate say so before any DDL runs.
 // A package that adds a shared table adds it here.
-var OwnTables = []string{schemaTable, lanesTable, alertsTable, runsTable, suppressionsTable, eventsTable,
+var OwnTables = []string{schemaTable, lanesTable, alertsTable, runsTable, suppressionsTable, bypassesTable, eventsTable,
 	throttleTable, throttleSlotsTable, membersTable, memberPinsTable}
 
 // The tables of packages that build on the queue, named here so that no
@@ -88,6 +88,7 @@ var OwnTables = []string{schemaTable, lanesTable, alertsTable, runsTable, suppre
 // (composite.MembersTable, composite.PinsTable).
 const (
 	suppressionsTable  = "mailspool_suppressions"
+	bypassesTable      = "mailspool_suppression_bypasses"
 	eventsTable        = "mailspool_events"
 	throttleTable      = "mailspool_throttle"
 	throttleSlotsTable = "mailspool_throttle_slots"

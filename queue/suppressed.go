@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/mailspool/mailspool/transport"
 )
@@ -73,6 +75,14 @@ type Screen struct {
 	// list's scope beside the lane's. Both nil: lists are not checked.
 	ListOf        func(m *transport.Message) string
 	CheckListFunc func(ctx context.Context, tx DBTX, list string, addrs []string) (map[string]Suppression, error)
+	// BypassFunc records, inside the enqueue's transaction and after its
+	// row is written, a mail enqueued with BypassSuppression: the audit
+	// trail of who sent past the list, and what the claim reads back.
+	// BypassedFunc returns which of the lane's mail ids were so enqueued:
+	// the claim sends those even when their recipient is suppressed. Both
+	// nil: BypassSuppression is refused.
+	BypassFunc   func(ctx context.Context, tx DBTX, b Bypass) error
+	BypassedFunc func(ctx context.Context, tx DBTX, lane string, ids []int64) (map[int64]bool, error)
 }
 
 // Failure is a mail that failed permanently after a send.
@@ -83,6 +93,44 @@ type Failure struct {
 	// Err is the send's error; a *transport.Error in its chain carries
 	// the verdict's scope.
 	Err error
+}
+
+// Bypass is one mail enqueued with BypassSuppression.
+type Bypass struct {
+	Lane    string
+	ID      int64
+	Address string
+	Why     string // as given to BypassSuppression
+	// Suppressed is the entry it went past at enqueue; nil when the
+	// recipient was not suppressed then (the bypass still holds at the
+	// claim).
+	Suppressed *Suppression
+}
+
+// maxBypassWhy bounds BypassSuppression's reason.
+const maxBypassWhy = 255
+
+// BypassSuppression enqueues the mail even if its recipient is on the
+// suppression list, and has the claim send it even if the recipient is
+// suppressed while it waits: for one mail that must go whatever happened
+// before (a password reset to an address that complained). why says who
+// and why; it is recorded with the mail id, the address and the entry it
+// went past (Screen.BypassFunc: the suppress package's audit trail), in
+// the enqueue's transaction. A lane that does not check a list ignores it.
+func BypassSuppression(why string) Option {
+	return func(o *enqueueOptions) error {
+		why = strings.TrimSpace(why)
+		switch {
+		case why == "":
+			return &InvalidError{Reason: "a suppression bypass needs a reason (who and why), for its audit trail"}
+		case len(why) > maxBypassWhy:
+			return &InvalidError{Reason: fmt.Sprintf("the suppression bypass's reason is %d bytes, at most %d", len(why), maxBypassWhy)}
+		case strings.ContainsFunc(why, unicode.IsControl):
+			return &InvalidError{Reason: "the suppression bypass's reason has a control character"}
+		}
+		o.bypass = why
+		return nil
+	}
 }
 
 // kindSuppressed is stored in last_kind of a mail failed at its claim
@@ -124,17 +172,39 @@ func (s *Screen) check(ctx context.Context, tx DBTX, list string, addrs []string
 }
 
 // checkEnqueue refuses m's recipient when the lane's Screen says so.
-func (q *Queue) checkEnqueue(ctx context.Context, exec DBTX, to, list string) error {
+// With o.bypass it refuses nothing and returns the entry the mail goes
+// past (nil: none), for recordBypass.
+func (q *Queue) checkEnqueue(ctx context.Context, exec DBTX, to string, o *enqueueOptions) (*Suppression, error) {
 	s := q.lane.Screen
 	if s == nil || s.CheckFunc == nil {
+		return nil, nil
+	}
+	if o.bypass != "" && (s.BypassFunc == nil || s.BypassedFunc == nil) {
+		return nil, &InvalidError{Reason: "lane " + q.lane.Name + " cannot record a suppression bypass (its list has no audit trail)"}
+	}
+	found, err := s.check(ctx, exec, o.list, []string{to})
+	if err != nil {
+		return nil, err
+	}
+	sup, ok := found[to]
+	switch {
+	case !ok:
+		return nil, nil
+	case o.bypass != "":
+		return &sup, nil
+	}
+	return nil, &SuppressedError{Address: to, Suppression: sup}
+}
+
+// recordBypass writes the audit of a mail enqueued with BypassSuppression,
+// in the enqueue's transaction.
+func (q *Queue) recordBypass(ctx context.Context, exec DBTX, id int64, to string, o *enqueueOptions, sup *Suppression) error {
+	s := q.lane.Screen
+	if o.bypass == "" || s == nil || s.BypassFunc == nil {
 		return nil
 	}
-	found, err := s.check(ctx, exec, list, []string{to})
-	if err != nil {
-		return err
-	}
-	if sup, ok := found[to]; ok {
-		return &SuppressedError{Address: to, Suppression: sup}
+	if err := s.BypassFunc(ctx, exec, Bypass{Lane: q.lane.Name, ID: id, Address: to, Why: o.bypass, Suppressed: sup}); err != nil {
+		return fmt.Errorf("queue: enqueue: recording the suppression bypass: %w", err)
 	}
 	return nil
 }
@@ -170,12 +240,25 @@ func (q *Queue) screenClaimed(ctx context.Context, tx DBTX, ex execer, jobs []*j
 	if !hit {
 		return jobs, nil
 	}
+	var bypassed map[int64]bool
+	if s.BypassedFunc != nil {
+		var ids []int64
+		for i, j := range jobs {
+			if _, ok := found[lists[i]][j.msg.To.Address]; ok {
+				ids = append(ids, j.id)
+			}
+		}
+		var err error
+		if bypassed, err = s.BypassedFunc(ctx, tx, q.lane.Name, ids); err != nil {
+			return jobs, err
+		}
+	}
 	send := jobs[:0:0]
 	var ups []rowUpdate
 	now := q.clock.Now()
 	for i, j := range jobs {
 		sup, ok := found[lists[i]][j.msg.To.Address]
-		if !ok {
+		if !ok || bypassed[j.id] {
 			send = append(send, j)
 			continue
 		}

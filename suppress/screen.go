@@ -15,7 +15,9 @@ import (
 // (FromFailure), for as long as p says.
 func (l *List) Screen(lane string, p Policy) *queue.Screen {
 	s := &queue.Screen{
-		Hold: p.Hold,
+		Hold:         p.Hold,
+		BypassFunc:   l.recordBypass,
+		BypassedFunc: l.bypassed,
 		FailedFunc: func(ctx context.Context, tx queue.DBTX, failed []queue.Failure) error {
 			now := l.now()
 			for _, f := range failed {

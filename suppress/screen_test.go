@@ -264,3 +264,62 @@ func TestHoldAndRelease(t *testing.T) {
 
 	})
 }
+
+// One mail may go past the list (queue.BypassSuppression), at enqueue and
+// at its claim, with an audit row written in the enqueue's transaction;
+// the lane's other mail to the address is still refused or stopped.
+func TestBypassOneMail(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		l := openList(t, s)
+		q, err := queue.New(ctx, s.db, queue.Lane{Name: "default", Screen: l.Screen("default", Policy{})}, nil)
+		require.NoError(t, err)
+		_, err = l.Add(ctx, Entry{Address: "reset@example.com", Reason: Complaint})
+		require.NoError(t, err)
+
+		_, err = q.Enqueue(ctx, s.db, mailTo("reset@example.com"))
+		require.ErrorIs(t, err, queue.ErrSuppressed)
+		_, err = q.Enqueue(ctx, s.db, mailTo("reset@example.com"), queue.BypassSuppression("  "))
+		require.ErrorIs(t, err, queue.ErrInvalid, "a bypass needs a reason")
+		reset, err := q.Enqueue(ctx, s.db, mailTo("reset@example.com"), queue.BypassSuppression("ops: password reset, ticket 123"))
+		require.NoError(t, err)
+
+		// In the caller's transaction, taken back with it.
+		tx, err := s.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = q.Enqueue(ctx, tx, mailTo("reset@example.com"), queue.BypassSuppression("rolled back"))
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback())
+
+		// Suppressed while they wait: the bypassed one still goes.
+		plain, err := q.Enqueue(ctx, s.db, mailTo("later@example.com"))
+		require.NoError(t, err)
+		past, err := q.Enqueue(ctx, s.db, mailTo("later@example.com"), queue.BypassSuppression("ops: must go"))
+		require.NoError(t, err)
+		_, err = l.Add(ctx, Entry{Address: "later@example.com", Reason: HardBounce})
+		require.NoError(t, err)
+
+		tr := &scripted{}
+		drain(t, q, tr, reset, plain, past)
+		assert.Equal(t, 1, tr.sent("reset@example.com"))
+		assert.Equal(t, 1, tr.sent("later@example.com"), "the bypassed one only")
+		r, err := q.Row(ctx, plain)
+		require.NoError(t, err)
+		assert.Equal(t, "suppressed", r.LastKind)
+		r, err = q.Row(ctx, past)
+		require.NoError(t, err)
+		assert.Equal(t, "sent", r.Status)
+
+		audit, err := l.Bypasses(ctx, "default", 0)
+		require.NoError(t, err)
+		require.Len(t, audit, 2, "the rolled-back enqueue left none")
+		byID := map[int64]BypassRecord{}
+		for _, b := range audit {
+			byID[b.MailID] = b
+		}
+		assert.Equal(t, Complaint, byID[reset].Reason, "what it went past")
+		assert.Equal(t, "ops: password reset, ticket 123", byID[reset].Why)
+		assert.Equal(t, "reset@example.com", byID[reset].Address)
+		assert.Equal(t, Reason(""), byID[past].Reason, "not suppressed at enqueue")
+	})
+}

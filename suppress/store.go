@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/mailspool/mailspool/internal/ddl"
 	"github.com/mailspool/mailspool/internal/placeholder"
@@ -65,7 +66,8 @@ func (d dialect) createSQL() []string {
   created_at BIGINT NOT NULL COMMENT 'unix ms',
   expires_at BIGINT NULL COMMENT 'unix ms; NULL = until removed',
   PRIMARY KEY (address, scope),
-  KEY idx_created (created_at)
+  KEY idx_created (created_at),
+  KEY idx_reason (reason, scope, expires_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`}
 	default:
 		return []string{`CREATE TABLE IF NOT EXISTS ` + Table + ` (
@@ -76,7 +78,8 @@ func (d dialect) createSQL() []string {
   created_at BIGINT NOT NULL,
   expires_at BIGINT NULL,
   PRIMARY KEY (address, scope)
-)`, `CREATE INDEX IF NOT EXISTS ` + Table + `_idx_created ON ` + Table + ` (created_at)`}
+)`, `CREATE INDEX IF NOT EXISTS ` + Table + `_idx_created ON ` + Table + ` (created_at)`,
+			`CREATE INDEX IF NOT EXISTS ` + Table + `_idx_reason ON ` + Table + ` (reason, scope, expires_at)`}
 	}
 }
 
@@ -92,11 +95,24 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	// PostgreSQL and SQLite (on MySQL there is one, CREATE TABLE IF NOT
 	// EXISTS).
 	store := d.store()
-	if err := ddl.Conflicts(ctx, db, store, d.createSQL(), nil); err != nil {
+	if err := ddl.Conflicts(ctx, db, store, append(d.createSQL(), d.bypassSQL()...), nil); err != nil {
 		return fmt.Errorf("suppress: migrate: %w", err)
 	}
-	if err := ddl.Run(ctx, db, store, ddl.Step{Stmts: d.createSQL()}); err != nil {
+	if err := ddl.Run(ctx, db, store, ddl.Step{Stmts: append(d.createSQL(), d.bypassSQL()...)}); err != nil {
 		return fmt.Errorf("suppress: migrate: %w", err)
+	}
+	if d == mysqlDialect {
+		// A table made before idx_reason (the counts by reason) gains it;
+		// MySQL has no ADD KEY IF NOT EXISTS.
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = 'idx_reason'`, Table).Scan(&n); err != nil {
+			return fmt.Errorf("suppress: migrate: %w", err)
+		}
+		if n == 0 {
+			if _, err := db.ExecContext(ctx, `ALTER TABLE `+Table+` ADD KEY idx_reason (reason, scope, expires_at)`); err != nil && !strings.Contains(err.Error(), "Duplicate key name") {
+				return fmt.Errorf("suppress: migrate: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -117,11 +133,11 @@ func (d dialect) store() sqlstore.Name {
 func SchemaSQL(store string) ([]string, error) {
 	switch store {
 	case "mysql":
-		return mysqlDialect.createSQL(), nil
+		return append(mysqlDialect.createSQL(), mysqlDialect.bypassSQL()...), nil
 	case "sqlite":
-		return sqliteDialect.createSQL(), nil
+		return append(sqliteDialect.createSQL(), sqliteDialect.bypassSQL()...), nil
 	case "postgres":
-		return postgresDialect.createSQL(), nil
+		return append(postgresDialect.createSQL(), postgresDialect.bypassSQL()...), nil
 	}
 	return nil, fmt.Errorf("suppress: unknown store %q (want mysql, sqlite or postgres)", store)
 }
@@ -135,9 +151,12 @@ func CheckSchema(ctx context.Context, db *sql.DB) error {
 	if _, err := dialectOf(db); err != nil {
 		return err
 	}
-	rows, err := db.QueryContext(ctx, `SELECT `+entryColumns+` FROM `+Table+` WHERE 1 = 0`)
-	if err != nil {
-		return fmt.Errorf("suppress: the suppression list's table %s is missing or incomplete: run 'mailspool migrate' (%v)", Table, err)
+	for table, cols := range map[string]string{Table: entryColumns, BypassTable: `lane, mail_id, address, reason, why, created_at`} {
+		rows, err := db.QueryContext(ctx, `SELECT `+cols+` FROM `+table+` WHERE 1 = 0`)
+		if err != nil {
+			return fmt.Errorf("suppress: the suppression list's table %s is missing or incomplete: run 'mailspool migrate' (%v)", table, err)
+		}
+		rows.Close()
 	}
-	return rows.Close()
+	return nil
 }
