@@ -131,7 +131,7 @@ func TestSharedTablesNotMailspoolsAreRefused(t *testing.T) {
 // mailspool_events used to be created by queue.Migrate, and then taken by
 // inbound.Migrate's CREATE TABLE IF NOT EXISTS as its own).
 func TestNoLaneTakesASharedTable(t *testing.T) {
-	for _, name := range []string{suppress.Table, inbound.Table, throttle.KeysTable, throttle.SlotsTable, composite.MembersTable, composite.PinsTable} {
+	for _, name := range []string{suppress.Table, suppress.BypassTable, inbound.Table, throttle.KeysTable, throttle.SlotsTable, composite.MembersTable, composite.PinsTable} {
 		assert.Contains(t, queue.OwnTables, name)
 		assert.ErrorContains(t, queue.Lane{Table: name}.Validate(), "one of mailspool's own tables", name)
 	}
