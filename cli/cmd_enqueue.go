@@ -50,6 +50,9 @@ type mailSpec struct {
 	// mailbox (queue.RecipientIdempotencyKey).
 	IdempotencyScope string `json:"idempotency_scope,omitempty"`
 	ClientIP         string `json:"client_ip,omitempty"`
+	// BypassSuppression sends the mail even to a suppressed recipient
+	// (queue.BypassSuppression): who and why, kept in the audit trail.
+	BypassSuppression string `json:"bypass_suppression,omitempty"`
 	// Priority is 0..9, 9 first; nil means queue.DefaultPriority.
 	Priority    *int             `json:"priority,omitempty"`
 	Attachments []attachmentSpec `json:"attachments,omitempty"`
@@ -229,6 +232,7 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "queue at most once per key (compared as written)")
 	fs.StringVar(&m.IdempotencyScope, "idempotency-scope", "", "queue at most once per this scope and recipient mailbox, however the address is spelled")
 	fs.StringVar(&m.ClientIP, "client-ip", "", "client IP the lane's IP limit applies to")
+	fs.StringVar(&m.BypassSuppression, "bypass-suppression", "", "send even if the recipient is suppressed; the value says who and why, recorded in the audit trail (suppress bypasses)")
 	fs.Var(&f.attach, "attach", "attach FILE; FILE;type=T sets its content type (sniffed otherwise), FILE;inline=CID makes it an inline part the HTML shows as cid:CID (repeatable)")
 	fs.Func("priority", "0..9, claimed highest first within the lane (default 5)", func(s string) error {
 		n, err := strconv.Atoi(s)
@@ -525,6 +529,9 @@ func (s mailSpec) build() (*transport.Message, []queue.Option, error) {
 	}
 	if s.ClientIP != "" {
 		opts = append(opts, queue.ClientIP(s.ClientIP))
+	}
+	if s.BypassSuppression != "" {
+		opts = append(opts, queue.BypassSuppression(s.BypassSuppression))
 	}
 	if s.MaxAttempts < 0 {
 		return nil, nil, errors.New("max_attempts: negative")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/internal/duration"
+	"github.com/mailspool/mailspool/internal/termsafe"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/suppress"
 )
@@ -19,6 +20,7 @@ const suppressUsage = `list|add|remove|import|export [flags]
 
   list   [--reason R] [--scope S] [--address A] [--since D] [--until T] [--expired] [--limit N] [--json]
   add    [--reason manual] [--scope all] [--expires D] [--source TEXT] ADDRESS...
+  bypasses [--lane L] [--limit N] [--json]            (the mails enqueued with --bypass-suppression: who, why, past what)
   remove [--scope S] [--release] ADDRESS...           (every scope unless --scope; --release: the mail held for them is due at once)
   import [--format csv|json] [--reason R] [--scope S] FILE|-   a file of export's or a provider's export
   export [--format csv|json] [the filters of list] [--output FILE]`
@@ -28,7 +30,7 @@ func runSuppress(ctx context.Context, e *env, args []string) error {
 		return usageError{"say what: mailspool suppress " + strings.SplitN(suppressUsage, "\n", 2)[0]}
 	}
 	sub := map[string]func(context.Context, *env, []string) error{
-		"list": runSuppressList, "add": runSuppressAdd, "remove": runSuppressRemove,
+		"list": runSuppressList, "add": runSuppressAdd, "remove": runSuppressRemove, "bypasses": runSuppressBypasses,
 		"import": runSuppressImport, "export": runSuppressExport,
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -37,7 +39,7 @@ func runSuppress(ctx context.Context, e *env, args []string) error {
 	}
 	f, ok := sub[args[0]]
 	if !ok {
-		return usageError{fmt.Sprintf("unknown subcommand %q (want list, add, remove, import or export)", args[0])}
+		return usageError{fmt.Sprintf("unknown subcommand %q (want list, add, remove, import, export or bypasses)", args[0])}
 	}
 	return f(ctx, e, args[1:])
 }
@@ -360,5 +362,46 @@ func runSuppressExport(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "exported %d entries to %s\n", len(es), *output)
+	return nil
+}
+
+// runSuppressBypasses prints the audit trail of mails enqueued past the
+// list (enqueue --bypass-suppression), newest first.
+func runSuppressBypasses(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "suppress bypasses", "[--lane L] [--limit N] [--json]")
+	var sf storeFlags
+	sf.register(fs)
+	lane := fs.String("lane", "", "only this lane's")
+	limit := fs.Int("limit", 100, "at most this many, newest first")
+	asJSON := fs.Bool("json", false, "a JSON array")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError{"suppress bypasses takes no arguments"}
+	}
+	if *limit < 1 || *limit > 10000 {
+		return usageError{"--limit: between 1 and 10000"}
+	}
+	l, closeDB, err := sf.openList()
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	bs, err := l.Bypasses(ctx, *lane, *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, bs)
+	}
+	for _, b := range bs {
+		past := "not suppressed then"
+		if b.Reason != "" {
+			past = "past " + string(b.Reason)
+		}
+		fmt.Fprintf(e.stdout, "%s %s/%d %s (%s): %s\n", b.At.Format(time.RFC3339), b.Lane, b.MailID, termsafe.Escape(b.Address), past, termsafe.Escape(b.Why))
+	}
 	return nil
 }
