@@ -17,7 +17,7 @@ type filterFlags struct {
 func (f *filterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.to, "to", "", "only mail to this address (any letter case)")
 	fs.StringVar(&f.template, "template", "", "only mail of this template")
-	fs.StringVar(&f.kind, "kind", "", "only mail whose last outcome is this: sent, temporary, permanent, connection, expired, poison, cancelled or suppressed")
+	fs.StringVar(&f.kind, "kind", "", "only mail whose last outcome is this: sent, temporary, permanent, connection, expired, poison, cancelled, suppressed or held")
 	fs.StringVar(&f.since, "since", "", "only mail enqueued since then: a duration back from now (2h, 7d) or an RFC 3339 time")
 }
 
@@ -25,9 +25,9 @@ func (f *filterFlags) register(fs *flag.FlagSet) {
 func (f *filterFlags) filter(now time.Time) (queue.Filter, error) {
 	qf := queue.Filter{To: f.to, Template: f.template, Kind: f.kind}
 	switch f.kind {
-	case "", "sent", "temporary", "permanent", "connection", "expired", "poison", "cancelled", "suppressed":
+	case "", "sent", "temporary", "permanent", "connection", "expired", "poison", "cancelled", "suppressed", queue.KindHeld:
 	default:
-		return qf, usageError{fmt.Sprintf("--kind %q: want sent, temporary, permanent, connection, expired, poison, cancelled or suppressed", f.kind)}
+		return qf, usageError{fmt.Sprintf("--kind %q: want sent, temporary, permanent, connection, expired, poison, cancelled, suppressed or held", f.kind)}
 	}
 	if f.since != "" {
 		t, err := parseSince(f.since, now)
