@@ -56,6 +56,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if opts.Link, err = config.EventLinker(ctx, db, cfg.Lanes); err != nil {
 			return err
 		}
+		if opts.LinkByMessageID, err = config.EventMessageLinker(ctx, db, cfg.Lanes); err != nil {
+			return err
+		}
 		h, err := inbound.NewHandler(db, opts)
 		if err != nil {
 			return err

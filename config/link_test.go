@@ -52,14 +52,21 @@ func testEventLinker(t *testing.T, dbURL string) {
 	}
 	link, err := config.EventLinker(ctx, db, cfg.Lanes)
 	require.NoError(t, err)
+	byMsg, err := config.EventMessageLinker(ctx, db, cfg.Lanes)
+	require.NoError(t, err)
+	qb, err := queue.New(ctx, db, cfg.Lanes[1].Lane, nil)
+	require.NoError(t, err)
+	first, err := qb.Row(ctx, ids["b"]-1) // lane b's first mail, never sent: no provider id
+	require.NoError(t, err)
 	store, err := inbound.OpenStore(db)
 	require.NoError(t, err)
 	now := time.Now()
-	_, err = store.RecordLinked(ctx, []inbound.Event{
+	_, err = store.RecordLinks(ctx, []inbound.Event{
 		{Provider: inbound.SendGrid, EventID: "e1", Type: inbound.Complained, Recipient: "b@example.com", ProviderMessageID: "pid-b", Time: now},
 		{Provider: inbound.SendGrid, EventID: "e2", Type: inbound.Bounced, Recipient: "a@example.com", ProviderMessageID: "pid-a", Time: now},
 		{Provider: inbound.SendGrid, EventID: "e3", Type: inbound.Complained, Recipient: "x@example.com", ProviderMessageID: "pid-unknown", Time: now},
-	}, link)
+		{Provider: inbound.SES, EventID: "e4", Type: inbound.Deferred, Recipient: "b@example.com", ProviderMessageID: "pid-unknown-2", MessageID: "<" + first.MessageID + ">", Time: now},
+	}, inbound.Links{ByProviderID: link, ByMessageID: byMsg})
 	require.NoError(t, err)
 
 	got, err := store.Recent(ctx, "", 10)
@@ -68,7 +75,9 @@ func testEventLinker(t *testing.T, dbURL string) {
 	for _, e := range got {
 		byID[e.EventID] = e
 	}
-	require.Len(t, byID, 3)
+	require.Len(t, byID, 4)
+	assert.Equal(t, "b", byID["e4"].Lane, "linked by our Message-ID when the provider id matches nothing")
+	assert.Equal(t, first.ID, byID["e4"].MailID)
 	assert.Equal(t, "b", byID["e1"].Lane)
 	assert.Equal(t, ids["b"], byID["e1"].MailID)
 	assert.Equal(t, "a", byID["e2"].Lane)

@@ -156,3 +156,38 @@ func EventLinker(ctx context.Context, db *sql.DB, lanes []Lane) (inbound.LinkFun
 
 // linkChunk is how many provider ids one lookup names.
 const linkChunk = 200
+
+// EventMessageLinker returns the inbound.LinkFunc that finds our
+// Message-IDs (without angle brackets) among the mails of lanes, one index
+// probe per id and lane: mailspool serve's second way to link an event, for
+// one whose provider message id matches no mail. At most maxMessageLinks
+// ids are looked up per call.
+func EventMessageLinker(ctx context.Context, db *sql.DB, lanes []Lane) (inbound.LinkFunc, error) {
+	qs := make([]*queue.Queue, 0, len(lanes))
+	for _, l := range lanes {
+		q, err := queue.New(ctx, db, l.Lane, nil)
+		if err != nil {
+			return nil, fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
+		}
+		qs = append(qs, q)
+	}
+	return func(ctx context.Context, ids []string) (map[string]inbound.Link, error) {
+		found := map[string]inbound.Link{}
+		for _, id := range ids[:min(len(ids), maxMessageLinks)] {
+			for _, q := range qs {
+				rows, err := q.List(ctx, queue.ListOptions{Filter: queue.Filter{MessageID: id}, Limit: 1})
+				if err != nil {
+					return nil, fmt.Errorf("lane %s: %w", q.Lane().Name, err)
+				}
+				if len(rows) > 0 {
+					found[id] = inbound.Link{Lane: q.Lane().Name, MailID: rows[0].ID}
+					break
+				}
+			}
+		}
+		return found, nil
+	}, nil
+}
+
+// maxMessageLinks bounds the Message-ID look-ups of one webhook post.
+const maxMessageLinks = 1000

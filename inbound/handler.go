@@ -45,6 +45,10 @@ type Options struct {
 	// and mail id (config.EventLinker). Events it cannot link are stored
 	// all the same.
 	Link LinkFunc
+	// LinkByMessageID, when not nil, links an event Link did not by our
+	// Message-ID header, when the provider reports it
+	// (config.EventMessageLinker).
+	LinkByMessageID LinkFunc
 	// Logger receives a line per refused request (default slog.Default()).
 	Logger *slog.Logger
 	// ObserveFunc, when not nil, is called for each event recorded for
@@ -151,7 +155,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, provider stri
 // save records evs and answers: 200 after the commit, 503 when the
 // database failed (the provider retries).
 func (h *Handler) save(w http.ResponseWriter, r *http.Request, provider string, evs []Event) {
-	rec, err := h.store.record(r.Context(), evs, h.opts.Policy, h.opts.UnsubscribeScope, h.opts.Link)
+	rec, err := h.store.record(r.Context(), evs, h.opts.Policy, h.opts.UnsubscribeScope, Links{ByProviderID: h.opts.Link, ByMessageID: h.opts.LinkByMessageID})
 	if err != nil {
 		h.opts.Logger.Error("webhook events not recorded", "provider", provider, "events", len(evs), "err", err)
 		http.Error(w, provider+" webhook: the events could not be recorded; try again", http.StatusServiceUnavailable)

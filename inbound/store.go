@@ -262,9 +262,9 @@ func (r Recorded) Fresh() []Event { return r.fresh }
 // stored, and suppresses the recipients of new events that say so, under
 // p (scope: suppress.ScopeOf, an unsubscribe in unsubscribeScope). Nothing
 // is kept unless everything is.
-func (s *Store) record(ctx context.Context, evs []Event, p suppress.Policy, unsubscribeScope string, link LinkFunc) (Recorded, error) {
+func (s *Store) record(ctx context.Context, evs []Event, p suppress.Policy, unsubscribeScope string, links Links) (Recorded, error) {
 	var r Recorded
-	if err := linkEvents(ctx, evs, link); err != nil {
+	if err := linkEvents(ctx, evs, links); err != nil {
 		return r, err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -320,13 +320,28 @@ func (s *Store) record(ctx context.Context, evs []Event, p suppress.Policy, unsu
 // Record stores evs (deduplicated by provider and event id) and
 // suppresses what they say under the default policy, in one transaction.
 func (s *Store) Record(ctx context.Context, evs []Event) (Recorded, error) {
-	return s.record(ctx, evs, suppress.Policy{}, "", nil)
+	return s.record(ctx, evs, suppress.Policy{}, "", Links{})
 }
 
 // RecordLinked is Record with the events linked to their mails by link
 // first.
 func (s *Store) RecordLinked(ctx context.Context, evs []Event, link LinkFunc) (Recorded, error) {
-	return s.record(ctx, evs, suppress.Policy{}, "", link)
+	return s.record(ctx, evs, suppress.Policy{}, "", Links{ByProviderID: link})
+}
+
+// RecordLinks is Record with the events linked to their mails by links
+// first.
+func (s *Store) RecordLinks(ctx context.Context, evs []Event, links Links) (Recorded, error) {
+	return s.record(ctx, evs, suppress.Policy{}, "", links)
+}
+
+// Links find the mails events are about: by the provider's message id
+// first, then, for an event still unlinked, by our Message-ID header when
+// the provider reports it. Either may be nil.
+type Links struct {
+	ByProviderID LinkFunc
+	// ByMessageID is given Message-IDs without angle brackets.
+	ByMessageID LinkFunc
 }
 
 // Link is the mail an event is about: its lane and its id there.
@@ -342,31 +357,39 @@ type LinkFunc func(ctx context.Context, providerMessageIDs []string) (map[string
 
 // linkEvents sets the lane and mail id of each event of evs whose
 // provider message id link finds, in one call.
-func linkEvents(ctx context.Context, evs []Event, link LinkFunc) error {
-	if link == nil {
+func linkEvents(ctx context.Context, evs []Event, links Links) error {
+	pass := func(link LinkFunc, key func(e *Event) string) error {
+		if link == nil {
+			return nil
+		}
+		var ids []string
+		seen := map[string]bool{}
+		for i := range evs {
+			if id := key(&evs[i]); id != "" && evs[i].MailID == 0 && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		found, err := link(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("inbound: linking events to their mails: %w", err)
+		}
+		for i := range evs {
+			if id := key(&evs[i]); id != "" && evs[i].MailID == 0 {
+				if l, ok := found[id]; ok {
+					evs[i].Lane, evs[i].MailID = l.Lane, l.MailID
+				}
+			}
+		}
 		return nil
 	}
-	var ids []string
-	seen := map[string]bool{}
-	for _, e := range evs {
-		if id := e.ProviderMessageID; id != "" && !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
+	if err := pass(links.ByProviderID, func(e *Event) string { return e.ProviderMessageID }); err != nil {
+		return err
 	}
-	if len(ids) == 0 {
-		return nil
-	}
-	found, err := link(ctx, ids)
-	if err != nil {
-		return fmt.Errorf("inbound: linking events to their mails: %w", err)
-	}
-	for i := range evs {
-		if l, ok := found[evs[i].ProviderMessageID]; ok && evs[i].ProviderMessageID != "" {
-			evs[i].Lane, evs[i].MailID = l.Lane, l.MailID
-		}
-	}
-	return nil
+	return pass(links.ByMessageID, func(e *Event) string { return bareID(e.MessageID) })
 }
 
 // ForLaneMail returns the events linked to one mail of lane, oldest first.
@@ -405,7 +428,7 @@ func (s *Store) CountLane(ctx context.Context, lane, eventType string, since tim
 // RecordUnder is Record under p, a lane's policy: which reasons
 // suppress and for how long (the bounce listener's, per lane).
 func (s *Store) RecordUnder(ctx context.Context, evs []Event, p suppress.Policy) (Recorded, error) {
-	return s.record(ctx, evs, p, "", nil) // the bounce listener links its events itself, from the return path
+	return s.record(ctx, evs, p, "", Links{}) // the bounce listener links its events itself, from the return path
 }
 
 // ForMail returns the events linked to a mail: those with its provider id
