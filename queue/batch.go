@@ -30,7 +30,19 @@ const (
 // done and every outcome is written (nil when nothing was claimed).
 func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, error) {
 	token := w.opts.ID + "." + strconv.FormatUint(w.seq.Add(1), 36)
-	claimCtx, cancel := context.WithTimeout(ctx, dbBound)
+	// On PostgreSQL the claim is not cut short when ctx ends (shutdown):
+	// pgx sends a transaction's COMMIT under the context the transaction
+	// began with, and a cancel arriving during it could leave the rows
+	// committed as sending while the claim reported an error, leased to a
+	// worker that then exited without them until their lease ran out (the
+	// fault suite's SIGTERM scenario saw it). The MySQL and SQLite drivers
+	// commit regardless of the context. The claim stays bounded by
+	// dbBound; rows it took after ctx ended are given back below, unsent.
+	claimCtx := ctx
+	if w.q.d.postgres {
+		claimCtx = context.WithoutCancel(ctx)
+	}
+	claimCtx, cancel := context.WithTimeout(claimCtx, dbBound)
 	jobs, err := w.q.claim(claimCtx, token, limit, w.opts.LeaseMargin, &w.cursor)
 	cancel()
 	if err != nil {

@@ -25,6 +25,9 @@ func TestDeferredBacklog(t *testing.T) {
   INSERT INTO ` + table + ` (status, attempts, next_run, created_at, message_id, from_addr, to_addr, subject, text_body, html_body, headers, last_kind, last_error)
   SELECT 3, 1, ?, ?, 'deferred-' || n || '@faults.test', 'noreply@shop.example', 'd' || n || '@example.com', 'deferred', 'text', '', '[]', 'temporary', '421 4.7.0 try again later'
   FROM seq`},
+		{"postgres", newPostgres, `INSERT INTO ` + table + ` (status, attempts, next_run, created_at, message_id, from_addr, to_addr, subject, text_body, html_body, headers, last_kind, last_error)
+  SELECT 3, 1, ?, ?, 'deferred-' || n || '@faults.test', 'noreply@shop.example', 'd' || n || '@example.com', 'deferred', 'text', '', '[]', 'temporary', '421 4.7.0 try again later'
+  FROM generate_series(1, 100000) AS n`},
 	} {
 		t.Run(st.name, func(t *testing.T) {
 			const poll, fresh = 2 * time.Second, 3
@@ -32,7 +35,7 @@ func TestDeferredBacklog(t *testing.T) {
 			p := startProvider(t)
 			now := time.Now()
 			began := time.Now()
-			if _, err := s.db.Exec(st.bulk, now.Add(time.Hour).UnixMilli(), now.UnixMilli()); err != nil {
+			if _, err := s.db.Exec(s.sql(st.bulk), now.Add(time.Hour).UnixMilli(), now.UnixMilli()); err != nil {
 				t.Fatalf("inserting the deferred rows: %v", err)
 			}
 			bulk := time.Since(began)

@@ -1,5 +1,5 @@
 // Package faultsuite is the fault suite: it runs real "mailspool worker"
-// processes against MariaDB or SQLite and an in-process SMTP server that
+// processes against MariaDB, PostgreSQL or SQLite and an in-process SMTP server that
 // counts deliveries by Message-ID, breaks something (SIGKILL, a database
 // restart, a table lock, a slow provider, a poison message, ...), and checks
 // that every mail ends in exactly one final state.

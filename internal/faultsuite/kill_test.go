@@ -14,8 +14,13 @@ import (
 // processes held in sending.
 func TestSIGKILLDuringDrain(t *testing.T) {
 	scenario(t)
+	for _, st := range serverStores {
+		t.Run(st.name, func(t *testing.T) { sigkillDrain(t, st.open(t)) })
+	}
+}
+
+func sigkillDrain(t *testing.T, s store) {
 	const mails, kills, workers = 5000, 20, 3
-	s := newMariaDB(t)
 	p := startProvider(t)
 	p.setStall(2 * time.Millisecond)
 	enqueue(t, s, mails, "kill")

@@ -40,6 +40,21 @@ func TestDatabaseLockMidDrain(t *testing.T) {
 			}, nil
 		})
 	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		s := newPostgres(t)
+		lockDrain(t, s, 60*time.Second, func(ctx context.Context) (func(), error) {
+			tx, err := s.db.BeginTx(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := tx.ExecContext(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+				_ = tx.Rollback()
+				return nil, err
+			}
+			return func() { _ = tx.Rollback() }, nil
+		})
+	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		s := newSQLite(t)

@@ -16,8 +16,16 @@ import (
 func TestPoisonMessage(t *testing.T) {
 	scenario(t)
 	t.Parallel() // runs inside the lock scenario's idle minute; see TestDatabaseLockMidDrain
+	for _, st := range serverStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			poisonRun(t, st.open(t))
+		})
+	}
+}
+
+func poisonRun(t *testing.T, s store) {
 	const good = 200
-	s := newMariaDB(t)
 	enqueue(t, s, good/2, "good")
 	q := newQueue(t, s)
 	poison, err := q.Enqueue(context.Background(), s.db, message("poison+panic@example.com"))
@@ -45,7 +53,7 @@ poll_interval = "200ms"`)
 	panics := strings.Count(w.log(), "the panic step")
 	var status int
 	var lastError string
-	if err := s.db.QueryRow("SELECT status, last_error FROM "+table+" WHERE id = ?", poison).Scan(&status, &lastError); err != nil {
+	if err := s.db.QueryRow(s.sql("SELECT status, last_error FROM "+table+" WHERE id = ?"), poison).Scan(&status, &lastError); err != nil {
 		t.Fatal(err)
 	}
 	f := tally(t, s, nil)
@@ -61,7 +69,7 @@ poll_interval = "200ms"`)
 	}
 	if f.Sent != good {
 		var lastError string
-		_ = s.db.QueryRow("SELECT last_error FROM "+table+" WHERE status = ? AND id <> ? LIMIT 1", failed, poison).Scan(&lastError)
+		_ = s.db.QueryRow(s.sql("SELECT last_error FROM "+table+" WHERE status = ? AND id <> ? LIMIT 1"), failed, poison).Scan(&lastError)
 		t.Errorf("%d of %d good mails sent; a failed good one says %q", f.Sent, good, lastError)
 	}
 	checkFinal(t, f)

@@ -17,8 +17,16 @@ import (
 func TestSIGTERMAndRecycle(t *testing.T) {
 	scenario(t)
 	t.Parallel() // runs inside the lock scenario's idle minute; see TestDatabaseLockMidDrain
+	for _, st := range serverStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			sigtermRecycle(t, st.open(t))
+		})
+	}
+}
+
+func sigtermRecycle(t *testing.T, s store) {
 	const mails, maxMessages, termEvery = 1500, 100, 150
-	s := newMariaDB(t)
 	p := startProvider(t)
 	p.setStall(10 * time.Millisecond)
 	enqueue(t, s, mails, "term")
@@ -30,7 +38,7 @@ poll_interval = "200ms"`)
 	var exits, unclean, leftSending int
 	onExit := func(proc *process) { // runs on the supervisor's goroutine: no t.Fatal here
 		var held int
-		if err := s.db.QueryRow("SELECT COUNT(*) FROM "+table+" WHERE status = ? AND locked_by LIKE ?",
+		if err := s.db.QueryRow(s.sql("SELECT COUNT(*) FROM "+table+" WHERE status = ? AND locked_by LIKE ?"),
 			sending, "%-"+itoa(proc.cmd.Process.Pid)+"-%").Scan(&held); err != nil {
 			t.Errorf("counting the rows of worker pid %d: %v", proc.cmd.Process.Pid, err)
 		}

@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/transport"
 )
@@ -78,6 +80,25 @@ func withDatabase(u, name string) string {
 	}
 	return u
 }
+
+// newPostgres creates a fresh database on the suite's PostgreSQL
+// (127.0.0.1:5432, or $MAILSPOOL_TEST_POSTGRES), migrated, and drops it
+// when the test ends; a server that does not answer fails the test under
+// CI=true and skips it elsewhere.
+func newPostgres(t *testing.T) store {
+	t.Helper()
+	return migrated(t, "postgres", dburltest.Postgres.Fresh(t))
+}
+
+// serverStores are the database servers the scenarios that need one run
+// on, each as a subtest.
+var serverStores = []struct {
+	name string
+	open func(*testing.T) store
+}{{"mariadb", newMariaDB}, {"postgres", newPostgres}}
+
+// sql returns stmt, written with ? placeholders, as s's store takes it.
+func (s store) sql(stmt string) string { return placeholder.For(s.db, stmt) }
 
 // newSQLite creates a fresh SQLite file, migrated.
 func newSQLite(t *testing.T) store {
@@ -175,7 +196,7 @@ func message(to string) *transport.Message {
 func countWhere(t *testing.T, s store, where string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := s.db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s", table, where), args...).Scan(&n); err != nil {
+	if err := s.db.QueryRow(s.sql(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s", table, where)), args...).Scan(&n); err != nil {
 		t.Fatalf("counting rows where %s: %v", where, err)
 	}
 	return n
