@@ -87,3 +87,29 @@ func TestNotifyWakesWorkersElsewhere(t *testing.T) {
 	enqueue("bob@example.com")
 	waitProgress(t, "sent after listening again", 20*time.Second, 2, func() int { return int(tr.total.Load()) })
 }
+
+// TestRestWait: after a claim that found a few rows of a trickle the wait
+// is about the whole poll interval (with many workers, a short wait there
+// cost CPU per mail); after a nearly full one it is
+// short, but never under an eighth of the interval.
+func TestRestWait(t *testing.T) {
+	const poll = 800 * time.Millisecond
+	w := &Worker{opts: WorkerOptions{PollInterval: poll}}
+	for range 200 {
+		for _, c := range []struct {
+			n, limit int
+			lo, hi   time.Duration
+		}{
+			{0, 200, poll * 3 / 4, poll * 5 / 4},
+			{1, 200, poll * 3 / 4 * 199 / 200, poll * 5 / 4},
+			{2, 32, poll * 3 / 4 * 30 / 32, poll * 5 / 4 * 30 / 32},
+			{100, 200, poll * 3 / 8, poll * 5 / 8},
+			{199, 200, poll / 8, poll / 4},
+			{200, 200, poll / 8, poll / 4},
+		} {
+			if d := w.restWait(c.n, c.limit); d < c.lo || d > c.hi {
+				t.Fatalf("restWait(%d, %d) = %v, want %v to %v", c.n, c.limit, d, c.lo, c.hi)
+			}
+		}
+	}
+}

@@ -46,9 +46,10 @@ type WorkerOptions struct {
 	// expired (their worker died) to pending or retry (default 5s).
 	RescueInterval time.Duration
 	// PollInterval is the wait after a claim that found nothing (default
-	// 2s, ±25 %); after one that took rows but not a batch the wait is an
-	// eighth to a quarter of it, and after a full batch the worker claims
-	// again at once. Wake, the queue's own enqueues in this process and,
+	// 2s, ±25 %); after one that took rows but not a batch the wait is
+	// shortened by the share of the batch it filled, down to an eighth to
+	// a quarter of it, and after a full batch the worker claims again at
+	// once. Wake, the queue's own enqueues in this process and,
 	// on PostgreSQL, notifications of any process's enqueues end the wait
 	// early (wake.go).
 	PollInterval time.Duration
@@ -399,11 +400,7 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 		case n < limit && !w.cursor.cut:
 			contended.reset()
 			retry.reset()
-			d := w.pollWait()
-			if n > 0 {
-				d = w.shortWait()
-			}
-			look = !w.idle(ctx, d)
+			look = !w.idle(ctx, w.restWait(n, limit))
 		default:
 			retry.reset()
 			contended.reset()
