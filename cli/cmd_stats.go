@@ -35,6 +35,9 @@ type limitStats struct {
 	Key         string `json:"key"`
 	Rate        string `json:"rate"`
 	Concurrency int    `json:"concurrency,omitempty"`
+	// Waiting is about how many mails that claims gave back wait for the
+	// limit's turns (Scheduled at its rate).
+	Waiting int64 `json:"waiting,omitempty"`
 	throttle.KeyStatus
 	// AheadSeconds is KeyStatus.Ahead: how long the next send waits.
 	AheadSeconds float64 `json:"ahead_seconds,omitempty"`
@@ -207,7 +210,11 @@ func collectLimits(ctx context.Context, db *sql.DB, lanes []config.Lane, out []l
 			if !ok {
 				ks = throttle.KeyStatus{Key: key, Factor: 1}
 			}
-			out[i].Limits = append(out[i].Limits, limitStats{Key: key, Rate: r.String(), Concurrency: conc, KeyStatus: ks, AheadSeconds: ks.Ahead.Seconds()})
+			ls := limitStats{Key: key, Rate: r.String(), Concurrency: conc, KeyStatus: ks, AheadSeconds: ks.Ahead.Seconds()}
+			if !r.Off() && ks.Scheduled > 0 {
+				ls.Waiting = int64(float64(ks.Scheduled) * float64(r.N) / float64(r.Per))
+			}
+			out[i].Limits = append(out[i].Limits, ls)
 		}
 		for _, lim := range p.Limits {
 			add(lim.Key, lim.Rate, lim.Concurrency)
@@ -228,6 +235,9 @@ func printLimits(e *env, s laneStats) {
 		}
 		fmt.Fprintf(e.stdout, "  limit %-22s rate %s, %s; next waits %v; %d granted, %d made to wait\n",
 			termsafe.Escape(l.Key), l.Rate, conc, l.Ahead.Round(time.Millisecond), l.Granted, l.Refused)
+		if l.Waiting > 0 {
+			fmt.Fprintf(e.stdout, "    about %d mails wait behind it (turns promised for the next %v)\n", l.Waiting, l.Scheduled.Round(time.Second))
+		}
 		if l.Factor < 1 {
 			fmt.Fprintf(e.stdout, "    slowed to %.0f%% by %s until %s, back to 100%% by %s (%d slow-downs)\n",
 				100*l.Factor, termsafe.Escape(l.SlowReason), l.SlowUntil.Format(time.RFC3339), l.Recovered.Format(time.RFC3339), l.Slowdowns)

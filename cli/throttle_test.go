@@ -38,6 +38,8 @@ rate = "50/s"
 	gmail := throttle.Limit{Key: "domain:gmail", Rate: throttle.Rate{N: 10, Per: time.Second}, Concurrency: 3}
 	require.NoError(t, st.Acquire(ctx, "w1.1", 1, time.Minute, []throttle.Limit{gmail}))
 	require.NoError(t, st.Slow(ctx, gmail.Key, 0.5, time.Hour, time.Hour, "gmail-4.7.28"))
+	_, _, err = st.Schedule(ctx, h, gmail, 50) // 50 mails given back by claims, at 10/s
+	require.NoError(t, err)
 
 	code, out, stderr := mailspool(t, "stats", "--config", cfg, "--db", db)
 	require.Equal(t, 0, code, stderr)
@@ -47,6 +49,7 @@ rate = "50/s"
 	assert.Contains(t, out, "1/3 in flight")
 	assert.Contains(t, out, "1 granted")
 	assert.Contains(t, out, "slowed to 50% by gmail-4.7.28")
+	assert.Regexp(t, `about (49|50) mails wait behind it`, out)
 
 	code, out, stderr = mailspool(t, "stats", "--config", cfg, "--db", db, "--json")
 	require.Equal(t, 0, code, stderr)
@@ -56,6 +59,7 @@ rate = "50/s"
 			Factor     float64 `json:"factor"`
 			InFlight   int     `json:"in_flight"`
 			SlowReason string  `json:"slow_reason"`
+			Waiting    int     `json:"waiting"`
 		} `json:"limits"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &lanes))
@@ -64,6 +68,7 @@ rate = "50/s"
 	assert.InDelta(t, 0.5, lanes[0].Limits[1].Factor, 0.001)
 	assert.Equal(t, 1, lanes[0].Limits[1].InFlight)
 	assert.Equal(t, "gmail-4.7.28", lanes[0].Limits[1].SlowReason)
+	assert.InDelta(t, 50, lanes[0].Limits[1].Waiting, 1)
 }
 
 func TestBenchThrottleUsage(t *testing.T) {

@@ -622,14 +622,17 @@ type KeyStatus struct {
 	Recovered  time.Time     `json:"recovered_at,omitzero"` // back to the configured rate then
 	Ahead      time.Duration `json:"-"`                     // how far the rate's schedule runs ahead of now (the wait behind it); stats --json writes it in seconds
 	InFlight   int           `json:"in_flight"`             // slots held by live leases
-	Slowdowns  int64         `json:"slowdowns"`
-	Granted    int64         `json:"granted"`
-	Refused    int64         `json:"refused"`
+	// Scheduled is how far the turns promised to mails that claims gave
+	// back run ahead of now: the mails waiting behind the limit, in time.
+	Scheduled time.Duration `json:"-"`
+	Slowdowns int64         `json:"slowdowns"`
+	Granted   int64         `json:"granted"`
+	Refused   int64         `json:"refused"`
 }
 
 // Status returns every key's state, by key.
 func (s *Store) Status(ctx context.Context) ([]KeyStatus, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT k.name, k.tat, k.slow_factor, k.slow_until, k.recover_until, k.slow_reason, k.slowdowns, k.granted, k.refused, `+s.d.now()+`,
+	rows, err := s.db.QueryContext(ctx, `SELECT k.name, k.tat, k.sched, k.slow_factor, k.slow_until, k.recover_until, k.slow_reason, k.slowdowns, k.granted, k.refused, `+s.d.now()+`,
   (SELECT COALESCE(SUM(n), 0) FROM `+SlotsTable+` sl WHERE sl.name = k.name AND sl.expires >= `+s.d.now()+`)
  FROM `+KeysTable+` k ORDER BY k.name`)
 	if err != nil {
@@ -640,12 +643,16 @@ func (s *Store) Status(ctx context.Context) ([]KeyStatus, error) {
 	for rows.Next() {
 		var ks KeyStatus
 		var k keyState
-		if err := rows.Scan(&ks.Key, &k.tat, &k.factor, &k.slowUntil, &k.recoverUntil, &ks.SlowReason, &ks.Slowdowns, &ks.Granted, &ks.Refused, &k.now, &ks.InFlight); err != nil {
+		var sched int64
+		if err := rows.Scan(&ks.Key, &k.tat, &sched, &k.factor, &k.slowUntil, &k.recoverUntil, &ks.SlowReason, &ks.Slowdowns, &ks.Granted, &ks.Refused, &k.now, &ks.InFlight); err != nil {
 			return nil, fmt.Errorf("throttle: status: %w", err)
 		}
 		ks.Factor = k.factorAt(k.now)
 		if k.tat > k.now {
 			ks.Ahead = time.Duration(k.tat-k.now) * time.Microsecond
+		}
+		if sched > k.now {
+			ks.Scheduled = time.Duration(sched-k.now) * time.Microsecond
 		}
 		if k.recoverUntil > k.now && k.factor < 1 {
 			ks.SlowUntil = time.UnixMicro(k.slowUntil).UTC()
