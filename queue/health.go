@@ -3,8 +3,10 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -93,13 +95,49 @@ func (q *Queue) fileCheck() (func() error, error) {
 			return nil
 		}
 		lastMarkerCheck = time.Now()
-		now, err := q.schemaMarker()
+		now, err := q.fileMarker()
 		if err == nil && now != marker {
 			// An error (busy, a torn read) is the other checks' to judge.
 			return fmt.Errorf("queue: the SQLite file %s was replaced (overwritten in place) since the worker opened it: the schema marker of table %s changed from %s to %s; restart the worker on the new file", q.file, q.lane.Table, marker, now)
 		}
 		return nil
 	}, nil
+}
+
+// fileMarker is schemaMarker read through a connection of its own, opened
+// for the read and closed after it: a pooled connection keeps the pages
+// it read in its cache, and in WAL mode nothing tells it that the file
+// under it was overwritten, so it would go on answering the old marker.
+func (q *Queue) fileMarker() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := q.db.Driver().Open("file:" + q.file + "?mode=ro")
+	if err != nil {
+		return "", fmt.Errorf("queue: opening %s to read its schema marker: %w", q.file, err)
+	}
+	defer c.Close()
+	qc, ok := c.(driver.QueryerContext)
+	if !ok {
+		return q.schemaMarker()
+	}
+	rows, err := qc.QueryContext(ctx, `SELECT version, applied_at FROM `+q.d.quote(schemaTable)+` WHERE tbl = ?`, []driver.NamedValue{{Ordinal: 1, Value: q.lane.Table}})
+	if err != nil {
+		return "", fmt.Errorf("queue: reading the schema marker of %s: %w", q.lane.Table, err)
+	}
+	defer rows.Close()
+	v := make([]driver.Value, 2)
+	switch err := rows.Next(v); {
+	case errors.Is(err, io.EOF):
+		return "none", nil
+	case err != nil:
+		return "", fmt.Errorf("queue: reading the schema marker of %s: %w", q.lane.Table, err)
+	}
+	version, ok1 := v[0].(int64)
+	at, ok2 := v[1].(int64)
+	if !ok1 || !ok2 {
+		return "", fmt.Errorf("queue: the schema marker of %s is not two integers (%T, %T)", q.lane.Table, v[0], v[1])
+	}
+	return fmt.Sprintf("version %d applied at %d", version, at), nil
 }
 
 // schemaMarker is the row mailspool_schema keeps for the lane's table, as
