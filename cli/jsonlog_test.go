@@ -37,5 +37,8 @@ func TestWorkerJSONLogs(t *testing.T) {
 			assert.NotContains(t, rec, "took")
 		}
 	}
-	assert.Equal(t, 2, sentLines, stderr)
+	// --max-messages 1 ends the process when the first lane has sent its
+	// one mail: the other lane may or may not have sent its own by then.
+	assert.GreaterOrEqual(t, sentLines, 1, stderr)
+	assert.LessOrEqual(t, sentLines, 2, stderr)
 }

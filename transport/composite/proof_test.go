@@ -58,11 +58,14 @@ func (p *member) Send(ctx context.Context, m *transport.Message) (transport.Rece
 	to := m.To.Address
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.attempts[to]++
-	switch {
-	case p.resetting.Load():
+	if p.resetting.Load() {
+		// The connection is reset before the recipient is named: the
+		// recipient was not tried here.
 		p.failures = append(p.failures, time.Now())
 		return transport.Receipt{}, classify.Error(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})
+	}
+	p.attempts[to]++
+	switch {
 	case strings.Contains(to, "+550@"):
 		return transport.Receipt{}, classify.SMTPReply("550 5.1.1 The email account that you tried to reach does not exist")
 	case strings.Contains(to, "+stall@"):
@@ -187,13 +190,16 @@ func TestProofThroughTheQueue(t *testing.T) {
 		}
 		if !outageStart.IsZero() && outageEnd.IsZero() && done >= int64(n)*6/10 {
 			outageEnd = time.Now()
+			// The outage ends before the probes are counted: a probe
+			// counted here either already failed or sends to a healthy A,
+			// so at most one more probe can follow.
+			a.resetting.Store(false)
 			for _, h := range healths {
 				probesAtEnd += h.n.Load()
 			}
 			for _, tr := range trs {
 				aSentAtEnd = append(aSentAtEnd, tr.Members()[0].Sent)
 			}
-			a.resetting.Store(false)
 		}
 		if done == int64(n) {
 			break
@@ -229,12 +235,16 @@ func TestProofThroughTheQueue(t *testing.T) {
 	t.Logf("outage: %d resets on A, %d within the first second, %d probes; %d of %d bad recipients went to A", len(a.failures), len(a.failures)-late, probesAtEnd, badOnA, len(bad))
 
 	// Every worker sent through B during the outage, and after it one
-	// probe brought A back: every worker sends through A again.
+	// probe brought A back: mail goes through A again. (Not necessarily
+	// from every worker: a worker learns that A is back at its next
+	// refresh of the shared health, and the drain may end before that.)
+	var aAfter int64
 	for i, tr := range trs {
 		st := tr.Members()
 		assert.Positive(t, st[1].Sent, "worker %d never moved to B", i)
-		assert.Greater(t, st[0].Sent, aSentAtEnd[i], "worker %d sent nothing through A after the outage", i)
+		aAfter += st[0].Sent - aSentAtEnd[i]
 	}
+	assert.Positive(t, aAfter, "nothing went through A after the outage")
 	var probesAfter int64
 	for _, h := range healths {
 		probesAfter += h.n.Load()
