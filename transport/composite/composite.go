@@ -234,6 +234,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		if ctx.Err() != nil {
 			break
 		}
+		began := t.opts.Now()
 		r, err := mem.tr.Send(ctx, m)
 		if err == nil {
 			mem.sent.Add(1)
@@ -253,7 +254,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		aboutMail := kind == transport.Permanent && (scope == transport.ScopeRecipient || scope == transport.ScopeMessage)
 		switch {
 		case memberFault && ctx.Err() == nil:
-			t.markDown(ctx, mem, err)
+			t.markDown(ctx, mem, err, began)
 		case probe && aboutMail:
 			// The probe got an answer about the mail: the member works.
 			t.up(ctx, mem)
@@ -287,10 +288,14 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		Detail: "every member is down (" + strings.Join(skipped, ", ") + "); one send probes a member when its probe is due"}
 }
 
-func (t *Transport) markDown(ctx context.Context, mem *member, err error) {
+// markDown records mem down after a send that began at began failed
+// because of the member. The health store ignores it when another send
+// brought the member up after began: the failure may be older than the
+// recovery.
+func (t *Transport) markDown(ctx context.Context, mem *member, err error, began time.Time) {
 	now := t.opts.Now()
 	// A failed probe keeps the member down until its next probe.
-	if herr := t.opts.Health.MarkDown(context.WithoutCancel(ctx), t.opts.Lane, mem.Name, err.Error(), now, now.Add(t.spec.ProbeAfter)); herr != nil {
+	if herr := t.opts.Health.MarkDown(context.WithoutCancel(ctx), t.opts.Lane, mem.Name, err.Error(), began, now.Add(t.spec.ProbeAfter)); herr != nil {
 		t.opts.Logger.Error("composite: cannot record a member down", "lane", t.opts.Lane, "member", mem.Name, "err", herr)
 	}
 	if !mem.down.Swap(true) {
@@ -302,7 +307,7 @@ func (t *Transport) markDown(ctx context.Context, mem *member, err error) {
 }
 
 func (t *Transport) up(ctx context.Context, mem *member) {
-	if err := t.opts.Health.MarkUp(context.WithoutCancel(ctx), t.opts.Lane, mem.Name); err != nil {
+	if err := t.opts.Health.MarkUp(context.WithoutCancel(ctx), t.opts.Lane, mem.Name, t.opts.Now()); err != nil {
 		t.opts.Logger.Error("composite: cannot record a member up", "lane", t.opts.Lane, "member", mem.Name, "err", err)
 		return
 	}

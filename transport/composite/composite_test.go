@@ -162,7 +162,7 @@ func TestSenderAndAuthTakeTheMemberDown(t *testing.T) {
 
 			// With B refusing too, the mail is retried, not failed.
 			b.set(reply)
-			require.NoError(t, h.MarkUp(context.Background(), "default", "fake://a"))
+			require.NoError(t, h.MarkUp(context.Background(), "default", "fake://a", time.Now()))
 			_, err = c.Send(context.Background(), msg("y@example.com"))
 			require.Error(t, err)
 			assert.NotEqual(t, transport.Permanent, transport.KindOf(err))

@@ -31,10 +31,14 @@ type Health interface {
 	// made by another process shows within the store's refresh interval.
 	Down(ctx context.Context, lane string) (map[string]State, error)
 	// MarkDown takes a member down (keeping the first DownSince when it
-	// already is) with its next probe at next.
-	MarkDown(ctx context.Context, lane, member, reason string, now, next time.Time) error
-	// MarkUp brings a member back.
-	MarkUp(ctx context.Context, lane, member string) error
+	// already is) with its next probe at next. sent is when the failing
+	// send began: a member brought back up (MarkUp) after that stays up,
+	// since its failure may be older than its recovery (a slow send that
+	// failed while another worker's probe succeeded).
+	MarkDown(ctx context.Context, lane, member, reason string, sent, next time.Time) error
+	// MarkUp brings a member back, as of at (when the send that showed it
+	// works ended).
+	MarkUp(ctx context.Context, lane, member string, at time.Time) error
 	// ClaimProbe reports whether this caller takes the half-open probe of
 	// a down member whose probe is due at now: true for one caller only,
 	// across processes; the next probe is then due at next.
@@ -50,7 +54,8 @@ type Health interface {
 // database. The zero value is ready to use.
 type Memory struct {
 	mu   sync.Mutex
-	down map[string]State // lane + "\x00" + member
+	down map[string]State     // lane + "\x00" + member
+	up   map[string]time.Time // when a member came back up, by the same key
 	pins map[string]string
 }
 
@@ -66,7 +71,7 @@ func (h *Memory) Down(_ context.Context, lane string) (map[string]State, error) 
 	return out, nil
 }
 
-func (h *Memory) MarkDown(_ context.Context, lane, member, reason string, now, next time.Time) error {
+func (h *Memory) MarkDown(_ context.Context, lane, member, reason string, sent, next time.Time) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.down == nil {
@@ -75,17 +80,28 @@ func (h *Memory) MarkDown(_ context.Context, lane, member, reason string, now, n
 	k := lane + "\x00" + member
 	s, ok := h.down[k]
 	if !ok {
-		s = State{Member: member, DownSince: now}
+		if h.up[k].After(sent) {
+			return nil // it came back up after this send began
+		}
+		s = State{Member: member, DownSince: sent, NextProbe: next}
 	}
-	s.NextProbe, s.Reason = next, reason
+	if next.After(s.NextProbe) {
+		s.NextProbe = next
+	}
+	s.Reason = reason
 	h.down[k] = s
 	return nil
 }
 
-func (h *Memory) MarkUp(_ context.Context, lane, member string) error {
+func (h *Memory) MarkUp(_ context.Context, lane, member string, at time.Time) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.down, lane+"\x00"+member)
+	if h.up == nil {
+		h.up = map[string]time.Time{}
+	}
+	k := lane + "\x00" + member
+	delete(h.down, k)
+	h.up[k] = at
 	return nil
 }
 
@@ -182,7 +198,7 @@ func SchemaSQL(store string) ([]string, error) {
   lane       VARCHAR(64) CHARACTER SET ascii NOT NULL,
   member     VARCHAR(191) NOT NULL,
   down_since BIGINT NOT NULL DEFAULT 0 COMMENT 'unix ms; 0 = up',
-  next_probe BIGINT NOT NULL DEFAULT 0 COMMENT 'unix ms: when one send may try it again',
+  next_probe BIGINT NOT NULL DEFAULT 0 COMMENT 'unix ms: when one send may try it again; while up, when it came up',
   reason     VARCHAR(512) NOT NULL DEFAULT '',
   PRIMARY KEY (lane, member)
 ) ENGINE=InnoDB`,
@@ -272,27 +288,47 @@ func (h *SQL) forget(lane string) {
 	h.mu.Unlock()
 }
 
-func (h *SQL) MarkDown(ctx context.Context, lane, member, reason string, now, next time.Time) error {
+// MarkDown is two statements, so that it can lose to a newer MarkUp on
+// every store without relying on the order in which MySQL applies the
+// assignments of an ON DUPLICATE KEY UPDATE (each sees the ones before
+// it): the member's row is created down if it has none, then updated
+// unless it came up after sent. An up row keeps in next_probe when it
+// came up (Down and Members read next_probe only while down_since <> 0).
+func (h *SQL) MarkDown(ctx context.Context, lane, member, reason string, sent, next time.Time) error {
 	defer h.forget(lane)
 	reason = clip(reason, 512)
-	var stmt string
+	var insert string
 	switch h.store {
 	case sqlstore.MySQL:
-		stmt = `INSERT INTO ` + MembersTable + ` (lane, member, down_since, next_probe, reason) VALUES (?, ?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE down_since = IF(down_since = 0, VALUES(down_since), down_since), next_probe = VALUES(next_probe), reason = VALUES(reason)`
+		insert = `INSERT INTO ` + MembersTable + ` (lane, member, down_since, next_probe, reason) VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE lane = lane`
 	default:
-		stmt = `INSERT INTO ` + MembersTable + ` (lane, member, down_since, next_probe, reason) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (lane, member) DO UPDATE SET down_since = CASE WHEN ` + MembersTable + `.down_since = 0 THEN excluded.down_since ELSE ` + MembersTable + `.down_since END, next_probe = excluded.next_probe, reason = excluded.reason`
+		insert = `INSERT INTO ` + MembersTable + ` (lane, member, down_since, next_probe, reason) VALUES (?, ?, ?, ?, ?) ON CONFLICT (lane, member) DO NOTHING`
 	}
-	if _, err := h.db.ExecContext(ctx, h.q(stmt), lane, member, now.UnixMilli(), next.UnixMilli(), reason); err != nil {
+	if _, err := h.db.ExecContext(ctx, h.q(insert), lane, member, sent.UnixMilli(), next.UnixMilli(), reason); err != nil {
+		return fmt.Errorf("composite: marking member %s down: %w", member, err)
+	}
+	// While down, the next probe only moves later: a report written late
+	// (an SQLite write lock, a slow network) must not make a probe due
+	// that a claim has just pushed back, which would let two probes run.
+	// MySQL assigns left to right and each assignment sees the ones
+	// before it, so down_since comes last; the WHERE sees the row as it
+	// was.
+	greatest := "GREATEST"
+	if h.store == sqlstore.SQLite {
+		greatest = "MAX"
+	}
+	update := `UPDATE ` + MembersTable + ` SET next_probe = CASE WHEN down_since = 0 THEN ? ELSE ` + greatest + `(next_probe, ?) END, reason = ?,
+  down_since = CASE WHEN down_since = 0 THEN ? ELSE down_since END
+WHERE lane = ? AND member = ? AND NOT (down_since = 0 AND next_probe > ?)`
+	if _, err := h.db.ExecContext(ctx, h.q(update), next.UnixMilli(), next.UnixMilli(), reason, sent.UnixMilli(), lane, member, sent.UnixMilli()); err != nil {
 		return fmt.Errorf("composite: marking member %s down: %w", member, err)
 	}
 	return nil
 }
 
-func (h *SQL) MarkUp(ctx context.Context, lane, member string) error {
+func (h *SQL) MarkUp(ctx context.Context, lane, member string, at time.Time) error {
 	defer h.forget(lane)
-	if _, err := h.db.ExecContext(ctx, h.q(`UPDATE `+MembersTable+` SET down_since = 0, next_probe = 0, reason = '' WHERE lane = ? AND member = ?`), lane, member); err != nil {
+	if _, err := h.db.ExecContext(ctx, h.q(`UPDATE `+MembersTable+` SET down_since = 0, next_probe = ?, reason = '' WHERE lane = ? AND member = ?`), at.UnixMilli(), lane, member); err != nil {
 		return fmt.Errorf("composite: marking member %s up: %w", member, err)
 	}
 	return nil

@@ -99,7 +99,7 @@ func TestSQLHealthIsShared(t *testing.T) {
 			wg.Wait()
 			assert.Equal(t, int32(1), won.Load(), "one half-open probe")
 
-			require.NoError(t, h2.MarkUp(ctx, "tx", "smtp://a"))
+			require.NoError(t, h2.MarkUp(ctx, "tx", "smtp://a", now.Add(33*time.Second)))
 			down, err = h1.Down(ctx, "tx")
 			require.NoError(t, err)
 			assert.Empty(t, down)
@@ -116,6 +116,85 @@ func TestSQLHealthIsShared(t *testing.T) {
 			pinned, err = h2.Pinned(ctx, "tx", "m1@shop.example")
 			require.NoError(t, err)
 			assert.Equal(t, "smtp://a", pinned)
+		})
+	}
+}
+
+// TestLateDownLosesToNewerUp: a send that began before the member came
+// back up and failed after it (a slow probe overtaken by another
+// worker's successful one) does not take the member down again; a
+// failure of a send that began after the up does. On every store and in
+// memory, the writes in that order from two handles (two processes).
+func TestLateDownLosesToNewerUp(t *testing.T) {
+	check := func(t *testing.T, h1, h2 composite.Health) {
+		ctx := context.Background()
+		t0 := time.Now().Truncate(time.Millisecond)
+		isDown := func(h composite.Health) (composite.State, bool) {
+			t.Helper()
+			if s, ok := h.(*composite.SQL); ok {
+				s.Refresh = 0
+			}
+			down, err := h.Down(ctx, "tx")
+			require.NoError(t, err)
+			st, ok := down["smtp://a"]
+			return st, ok
+		}
+
+		// The first failure creates the member's row, down.
+		require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: reset", t0, t0.Add(30*time.Second)))
+		st, down := isDown(h2)
+		require.True(t, down)
+		assert.Equal(t, t0, st.DownSince)
+
+		// Worker 2's probe, sent at t0+31s, succeeds at t0+32s; worker 1's
+		// slow probe, sent at t0+30s, fails at t0+33s and reports after.
+		require.NoError(t, h2.MarkUp(ctx, "tx", "smtp://a", t0.Add(32*time.Second)))
+		require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: reset (late)", t0.Add(30*time.Second), t0.Add(63*time.Second)))
+		_, down = isDown(h2)
+		assert.False(t, down, "a failure of a send that began before the member came up took it down again")
+		_, down = isDown(h1)
+		assert.False(t, down)
+
+		// A send that began after the up and failed is news: down again,
+		// since that send began.
+		require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: refused", t0.Add(40*time.Second), t0.Add(70*time.Second)))
+		st, down = isDown(h2)
+		require.True(t, down, "a failure after the up was ignored")
+		assert.Equal(t, t0.Add(40*time.Second), st.DownSince)
+		assert.Equal(t, t0.Add(70*time.Second), st.NextProbe)
+		assert.Equal(t, "connection: refused", st.Reason)
+
+		// While down, a later report keeps the first down time and moves
+		// the probe (a failed probe).
+		require.NoError(t, h2.MarkDown(ctx, "tx", "smtp://a", "connection: refused again", t0.Add(70*time.Second), t0.Add(100*time.Second)))
+		st, down = isDown(h1)
+		require.True(t, down)
+		assert.Equal(t, t0.Add(40*time.Second), st.DownSince)
+		assert.Equal(t, t0.Add(100*time.Second), st.NextProbe)
+		// A report written late, with an earlier next probe, does not
+		// bring the probe forward (a claim may just have pushed it back).
+		require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: reset (late)", t0.Add(60*time.Second), t0.Add(90*time.Second)))
+		st, down = isDown(h2)
+		require.True(t, down)
+		assert.Equal(t, t0.Add(100*time.Second), st.NextProbe, "a late report made the probe due earlier")
+
+		// Another lane's member of the same name is its own row.
+		require.NoError(t, h1.MarkUp(ctx, "other", "smtp://a", t0.Add(200*time.Second)))
+		_, down = isDown(h2)
+		assert.True(t, down)
+	}
+	t.Run("memory", func(t *testing.T) {
+		h := &composite.Memory{}
+		check(t, h, h)
+	})
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			db1, db2 := open(t)
+			h1, err := composite.NewSQL(db1)
+			require.NoError(t, err)
+			h2, err := composite.NewSQL(db2)
+			require.NoError(t, err)
+			check(t, h1, h2)
 		})
 	}
 }
