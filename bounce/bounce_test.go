@@ -1,6 +1,7 @@
 package bounce
 
 import (
+	"crypto/tls"
 	"bytes"
 	"context"
 	"database/sql"
@@ -37,6 +38,13 @@ type fixture struct {
 
 func start(t *testing.T, maxSize int64, policy ...suppress.Policy) *fixture {
 	t.Helper()
+	return startTLS(t, maxSize, nil, policy...)
+}
+
+// startTLS is start with the listener offering STARTTLS with tlsConfig
+// (none when nil).
+func startTLS(t *testing.T, maxSize int64, tlsConfig *tls.Config, policy ...suppress.Policy) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	db, err := dburl.Open("sqlite:" + filepath.Join(t.TempDir(), "q.db"))
 	require.NoError(t, err)
@@ -62,7 +70,7 @@ func start(t *testing.T, maxSize int64, policy ...suppress.Policy) *fixture {
 	if len(policy) > 0 {
 		pf = func(string) suppress.Policy { return policy[0] }
 	}
-	srv, err := NewServer(db, Options{Signer: f.signer, MaxSize: maxSize, Policy: pf, Mails: func(ctx context.Context, lane string, id int64) (Mail, error) {
+	srv, err := NewServer(db, Options{Signer: f.signer, MaxSize: maxSize, Policy: pf, TLSConfig: tlsConfig, Mails: func(ctx context.Context, lane string, id int64) (Mail, error) {
 		if lane != "news" {
 			return Mail{}, ErrNoMail
 		}

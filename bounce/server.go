@@ -2,6 +2,7 @@ package bounce
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -56,6 +57,10 @@ type Options struct {
 	// ObserveFunc, when not nil, is called for each event recorded for
 	// the first time (metrics).
 	ObserveFunc func(inbound.Event)
+	// TLSConfig, when not nil, makes the listener offer STARTTLS with it.
+	// Senders that cannot use TLS still deliver in the clear, as SMTP
+	// between servers allows: a bounce is worth more than its privacy.
+	TLSConfig *tls.Config
 }
 
 // DefaultMaxSize is the default Options.MaxSize: a report carries the
@@ -92,6 +97,7 @@ func NewServer(db *sql.DB, opts Options) (*smtp.Server, error) {
 	s.ReadTimeout = 2 * time.Minute
 	s.WriteTimeout = 2 * time.Minute
 	s.MaxLineLength = 4000
+	s.TLSConfig = opts.TLSConfig
 	return s, nil
 }
 

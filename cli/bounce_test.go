@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/emersion/go-smtp"
+	"github.com/mailspool/mailspool/internal/certfile/certfiletest"
 	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/verp"
 	"github.com/stretchr/testify/assert"
@@ -20,13 +22,19 @@ import (
 )
 
 // TestServeSMTPBounce is the black-box path of a bounce: "mailspool serve
-// --smtp" takes a Postfix DSN sent to a mail's VERP return path, refuses
-// a forged one, and the recipient is suppressed.
+// --smtp" takes a Postfix DSN sent to a mail's VERP return path over
+// STARTTLS with the configured certificate, refuses a forged one, and the
+// recipient is suppressed.
 func TestServeSMTPBounce(t *testing.T) {
 	key := bytes.Repeat([]byte{5}, 32)
 	t.Setenv("TEST_VERP_KEY", hex.EncodeToString(key))
-	db := "sqlite:" + filepath.Join(t.TempDir(), "q.db")
-	cfg := writeFile(t, "mailspool.toml", `
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "q.db")
+	certPEM, keyPEM, roots := certfiletest.SelfSigned(t, "bounces.shop.example", 1)
+	certPath, keyPath := filepath.Join(dir, "b.crt"), filepath.Join(dir, "b.key")
+	require.NoError(t, os.WriteFile(certPath, certPEM, 0o600))
+	require.NoError(t, os.WriteFile(keyPath, keyPEM, 0o600))
+	config := `
 [lanes.news]
 transport = "fake://"
 verp = true
@@ -34,9 +42,19 @@ verp = true
 [bounces]
 domain = "bounces.shop.example"
 key_env = "TEST_VERP_KEY"
-`)
+tls_cert = "@CERT@"
+tls_key = "@KEY@"
+`
+	cfg := writeFile(t, "mailspool.toml", strings.NewReplacer("@CERT@", certPath, "@KEY@", keyPath).Replace(config))
 	code, _, stderr := mailspoolProcess(t, "migrate", "--db", db, "--config", cfg)
 	require.Zero(t, code, stderr)
+
+	// A certificate file that is not there stops serve at once, naming it.
+	bad := writeFile(t, "bad.toml", strings.NewReplacer("@CERT@", filepath.Join(dir, "missing.crt"), "@KEY@", keyPath).Replace(config))
+	code, _, stderr = mailspoolProcess(t, "serve", "--db", db, "--config", bad, "--smtp", "127.0.0.1:0")
+	assert.NotZero(t, code)
+	assert.Contains(t, stderr, "bounces.tls_cert")
+	assert.Contains(t, stderr, "missing.crt")
 	code, _, stderr = mailspoolProcess(t, "enqueue", "--db", db, "--config", cfg, "--from", "news@shop.example", "--to", "ann@example.com", "--subject", "news", "--text", "hi")
 	require.Zero(t, code, stderr)
 
@@ -66,8 +84,8 @@ key_env = "TEST_VERP_KEY"
 	dsn, err := os.ReadFile(filepath.Join("..", "bounce", "testdata", "postfix-5.1.1.eml"))
 	require.NoError(t, err)
 	send := func(rcpt string) error {
-		c, err := smtp.Dial(addr)
-		require.NoError(t, err)
+		c, err := smtp.DialStartTLS(addr, &tls.Config{RootCAs: roots, ServerName: "bounces.shop.example"})
+		require.NoError(t, err, "STARTTLS with the configured certificate")
 		defer c.Close()
 		require.NoError(t, c.Hello("mx.example.org"))
 		require.NoError(t, c.Mail("", nil))

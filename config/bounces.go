@@ -2,24 +2,25 @@ package config
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
-	"errors"
-	"log/slog"
-
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/emersion/go-smtp"
+
 	"github.com/mailspool/mailspool/bounce"
 	"github.com/mailspool/mailspool/inbound"
+	"github.com/mailspool/mailspool/internal/certfile"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/suppress"
-
 	"github.com/mailspool/mailspool/verp"
 )
 
@@ -33,6 +34,8 @@ import (
 //	key_env  = "MAILSPOOL_VERP_KEY"   # 32+ random bytes, hex or base64
 //	listen   = "0.0.0.0:25"           # or mailspool serve --smtp ADDR
 //	max_size = 10485760               # bytes of one report
+//	tls_cert = "/etc/mailspool/bounces.crt"  # STARTTLS (both or neither; PEM,
+//	tls_key  = "/etc/mailspool/bounces.key"  # a renewal is taken up live)
 //
 //	[lanes.news]
 //	verp = true
@@ -41,6 +44,8 @@ type bouncesConfig struct {
 	KeyEnv  string `toml:"key_env"`
 	Listen  string `toml:"listen"`
 	MaxSize int64  `toml:"max_size"`
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
 }
 
 // Bounces is the validated [bounces] table.
@@ -48,6 +53,11 @@ type Bounces struct {
 	Signer  *verp.Signer // holds the key: never log it
 	Listen  string       // "" unless the file or --smtp names it
 	MaxSize int64        // 0: the listener's default
+	// TLSCert and TLSKey are the PEM files of the listener's STARTTLS
+	// certificate; both "" without STARTTLS. They are read when the
+	// listener starts (BounceServer), not by every command that loads
+	// the config.
+	TLSCert, TLSKey string
 }
 
 // MaxBounceSize bounds [bounces] max_size.
@@ -71,7 +81,10 @@ func loadBounces(bc *bouncesConfig) (*Bounces, error) {
 			return nil, fmt.Errorf("config: bounces.key_env: %s is neither hex nor base64", bc.KeyEnv)
 		}
 	}
-	b := &Bounces{Listen: bc.Listen, MaxSize: bc.MaxSize}
+	b := &Bounces{Listen: bc.Listen, MaxSize: bc.MaxSize, TLSCert: bc.TLSCert, TLSKey: bc.TLSKey}
+	if (b.TLSCert == "") != (b.TLSKey == "") {
+		return nil, fmt.Errorf("config: bounces: tls_cert and tls_key go together (the STARTTLS certificate and its key, PEM files); one of them is missing")
+	}
 	if b.Signer, err = verp.New(key, bc.Domain); err != nil {
 		return nil, fmt.Errorf("config: bounces: %s", strings.TrimPrefix(err.Error(), "verp: "))
 	}
@@ -124,7 +137,16 @@ func (c *Config) BounceServer(ctx context.Context, db *sql.DB, log *slog.Logger,
 		}
 		queues[l.Lane.Name] = q
 	}
+	var tlsConfig *tls.Config
+	if c.Bounces.TLSCert != "" {
+		r, err := certfile.Load(c.Bounces.TLSCert, c.Bounces.TLSKey, log)
+		if err != nil {
+			return nil, fmt.Errorf("bounces.tls_cert, bounces.tls_key: %w", err)
+		}
+		tlsConfig = r.ServerConfig()
+	}
 	return bounce.NewServer(db, bounce.Options{
+		TLSConfig:   tlsConfig,
 		Signer:      c.Bounces.Signer,
 		MaxSize:     c.Bounces.MaxSize,
 		Logger:      log,

@@ -102,6 +102,8 @@ listen = "127.0.0.1:2525"
 		{`key_env = "TEST_VERP_KEY"`, `key_env = "TEST_VERP_NONE"`, "TEST_VERP_NONE is empty or not set"},
 		{`domain = "bounces.example.com"`, `domain = "not a domain"`, "not a domain name"},
 		{`listen = "127.0.0.1:2525"`, `listen = "nowhere"`, "bounces.listen"},
+		{`listen = "127.0.0.1:2525"`, "listen = \"127.0.0.1:2525\"\ntls_cert = \"/etc/ssl/b.crt\"", "tls_cert and tls_key go together"},
+		{`listen = "127.0.0.1:2525"`, "listen = \"127.0.0.1:2525\"\ntls_key = \"/etc/ssl/b.key\"", "tls_cert and tls_key go together"},
 		{"", "", "lanes.news.verp"},
 	} {
 		text := strings.Replace(base, c.old, c.new, 1)
