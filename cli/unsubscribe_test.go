@@ -44,7 +44,7 @@ func startServe(t *testing.T, args ...string) string {
 	return addr
 }
 
-var unsubscribeLink = regexp.MustCompile(`<https://mail\.example\.com(/u/[A-Za-z0-9_.-]+)>`)
+var unsubscribeLink = regexp.MustCompile(`<https://mail\.example\.com(/u/[A-Za-z0-9_.~-]+)>`)
 
 // TestServeOneClickUnsubscribe is the black-box path: a bulk lane's mail
 // carries the link, a GET of it changes nothing, the one-click POST to

@@ -8,10 +8,12 @@
 //	List-Id: <LIST.example.com>
 //
 // (Lane.Screen wires it into the lane's queue.Screen). Transactional lanes
-// get none. The token names the recipient, the list and the mail, and is
-// signed with HMAC-SHA-256 under a key with an id (Signer), so that keys
-// rotate: the newest key signs, older ones verify until the end of their
-// grace period.
+// get none. The token names the recipient, the list and the mail, sealed
+// with AES-256-GCM under a key with an id (Signer), so that the link reads
+// as nothing to a proxy log or a link scanner, and keys rotate: the newest
+// key seals, older ones open until the end of their grace period. Tokens of
+// the first form (the claim in clear with its HMAC-SHA-256), in mail sent
+// before, still verify.
 //
 // Handler serves /u/TOKEN on the public listener (mailspool serve):
 //
@@ -24,8 +26,8 @@
 //     never change anything: mail scanners and link previewers fetch
 //     every link of a mail.
 //   - A token that does not verify (altered, unknown key, key past its
-//     grace) gets 404, after the same work as a valid one: the MAC is
-//     always computed and compared in constant time.
+//     grace) gets 404, after the same work whatever is wrong with it: the
+//     tag or MAC is always checked, in constant time.
 //
 // A list's scope never blocks mail of another list or of a transactional
 // lane: the suppression is in the list's scope, which only mail of that

@@ -120,7 +120,7 @@ func Lane(base *queue.Screen, list *suppress.List, lane string, s *Signer, links
 		}
 		return &c, name, nil
 	}
-	out.ListOf = ListOf
+	out.ListOf = s.ListOf
 	if base.CheckFunc != nil { // a lane that bypasses the list checks no list either
 		out.CheckListFunc = func(ctx context.Context, tx queue.DBTX, name string, addrs []string) (map[string]queue.Suppression, error) {
 			found, err := list.LookupScopes(ctx, tx, []string{lane, name}, addrs)
@@ -139,7 +139,7 @@ func Lane(base *queue.Screen, list *suppress.List, lane string, s *Signer, links
 
 // ListOf returns the list a stored mail belongs to, from the
 // List-Unsubscribe header Lane added; "" when it has none.
-func ListOf(m *transport.Message) string {
+func (s *Signer) ListOf(m *transport.Message) string {
 	for _, h := range m.Headers {
 		if !strings.EqualFold(h.Name, HeaderUnsubscribe) {
 			continue
@@ -149,7 +149,7 @@ func ListOf(m *transport.Message) string {
 			return ""
 		}
 		tok, _, _ := strings.Cut(rest, ">")
-		return listOfToken(tok)
+		return s.listOf(tok)
 	}
 	return ""
 }

@@ -148,7 +148,7 @@ func TestBulkHeadersAndTransactionalNone(t *testing.T) {
 	assert.Equal(t, "List-Unsubscribe=One-Click", header(*m, HeaderUnsubscribePost))
 	assert.Equal(t, "<digest.shop.example>", header(*m, HeaderListID))
 	assert.Contains(t, header(*m, HeaderUnsubscribe), ", <mailto:unsubscribe@example.com?subject=unsubscribe%20")
-	assert.Equal(t, "digest", ListOf(m))
+	assert.Equal(t, "digest", f.s.ListOf(m))
 	c, ok := f.s.Verify(strings.TrimPrefix(strings.Split(header(*m, HeaderUnsubscribe), ">")[0], "<https://mail.example.com/u/"))
 	require.True(t, ok)
 	assert.Equal(t, Claim{KeyID: "k1", List: "digest", MailID: m.MessageID, Recipient: "ann@example.com"}, c)
@@ -292,8 +292,14 @@ func TestBadPosts(t *testing.T) {
 }
 
 // flipped returns tok with bit i of its decoded bytes flipped, encoded
-// again.
+// again: of the payload and then the MAC for a token of the first form,
+// of the sealed part for a sealed one.
 func flipped(tok string, i int) string {
+	if id, blob, ok := strings.Cut(tok, sealSep); ok {
+		b, _ := b64.DecodeString(blob)
+		b[i/8] ^= 1 << (i % 8)
+		return id + sealSep + b64.EncodeToString(b)
+	}
 	p, s, _ := strings.Cut(tok, ".")
 	pb, _ := b64.DecodeString(p)
 	sb, _ := b64.DecodeString(s)
@@ -302,20 +308,27 @@ func flipped(tok string, i int) string {
 	return b64.EncodeToString(all[:len(pb)]) + "." + b64.EncodeToString(all[len(pb):])
 }
 
+// firstForm makes a token of the first form (the claim in clear, and its
+// HMAC), as mail sent before sealed tokens carries.
+func firstForm(k Key, c Claim) string {
+	payload := k.ID + "\n" + c.List + "\n" + c.MailID + "\n" + c.Recipient
+	return b64.EncodeToString([]byte(payload)) + "." + b64.EncodeToString(mac(k.Secret, payload))
+}
+
 func TestOneBitFlippedIs404(t *testing.T) {
 	f := sqlite(t)
 	link := f.enqueueLink(t, "ann@example.com", "")
 	tok := strings.TrimPrefix(link, links.URL)
 	_, ok := f.s.Verify(tok)
 	require.True(t, ok)
-	p, s, _ := strings.Cut(tok, ".")
-	pb, _ := b64.DecodeString(p)
-	sb, _ := b64.DecodeString(s)
-	for i := range 8 * (len(pb) + len(sb)) {
+	id, blob, ok := strings.Cut(tok, sealSep)
+	require.True(t, ok, "a sealed token: %s", tok)
+	n := 8 * len(mustDecode(blob))
+	for i := range n {
 		_, ok := f.s.Verify(flipped(tok, i))
 		require.False(t, ok, "bit %d flipped still verifies", i)
 	}
-	for _, i := range []int{0, 8 * len(pb), 8*(len(pb)+len(sb)) - 1} { // payload, MAC, last bit
+	for _, i := range []int{0, 8 * 12, n - 1} { // nonce, sealed claim, tag
 		bad := f.local(links.URL + flipped(tok, i))
 		for _, post := range []func(*testing.T, string) *http.Response{postForm, postMultipart} {
 			assert.Equal(t, http.StatusNotFound, post(t, bad).StatusCode)
@@ -325,11 +338,50 @@ func TestOneBitFlippedIs404(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	}
-	for _, junk := range []string{"", "x", "...", strings.Repeat("A", 300), p, p + "."} {
+	for _, junk := range []string{"", "x", "...", "~", id + sealSep, sealSep + blob, "k2" + sealSep + blob, id + "x" + sealSep + blob, tok[:len(tok)-1], strings.Repeat("A", 300), blob} {
 		_, ok := f.s.Verify(junk)
 		assert.False(t, ok, "%q", junk)
 	}
+
+	// A token of the first form: every flipped bit is refused too.
+	old := firstForm(Key{ID: "k1", Secret: secret(1)}, Claim{List: "news", MailID: "m1@shop.example", Recipient: "ann@example.com"})
+	_, ok = f.s.Verify(old)
+	require.True(t, ok)
+	p, sig, _ := strings.Cut(old, ".")
+	for i := range 8 * (len(mustDecode(p)) + len(mustDecode(sig))) {
+		_, ok := f.s.Verify(flipped(old, i))
+		require.False(t, ok, "bit %d of a first-form token flipped still verifies", i)
+	}
 	assert.Empty(t, f.entries(t))
+}
+
+// TestTokenNamesNoRecipient: a link says nothing of whom it was sent to,
+// or of the list, to whoever reads it (an access log, a link scanner); two
+// tokens of the same claim differ; the list is read back for the claim.
+func TestTokenNamesNoRecipient(t *testing.T) {
+	s := signer(t)
+	c := Claim{List: "weekly-digest", MailID: "20261206.abc@shop.example", Recipient: "ann.example.person@example.com"}
+	t1, err := s.Token(c)
+	require.NoError(t, err)
+	t2, err := s.Token(c)
+	require.NoError(t, err)
+	assert.NotEqual(t, t1, t2, "a random nonce per token")
+	for _, tok := range []string{t1, t2} {
+		_, blob, _ := strings.Cut(tok, sealSep)
+		raw := string(mustDecode(blob))
+		for _, secret := range []string{c.Recipient, "ann.example", c.List, c.MailID} {
+			assert.NotContains(t, tok, secret)
+			assert.NotContains(t, raw, secret)
+			assert.NotContains(t, tok, b64.EncodeToString([]byte(secret))[:8])
+		}
+		got, ok := s.Verify(tok)
+		require.True(t, ok)
+		assert.Equal(t, Claim{KeyID: "k1", List: c.List, MailID: c.MailID, Recipient: c.Recipient}, got)
+	}
+	m := &transport.Message{Headers: []transport.Header{{Name: HeaderUnsubscribe, Value: "<" + links.URL + t1 + ">"}}}
+	assert.Equal(t, "weekly-digest", s.ListOf(m))
+	m.Headers[0].Value = "<" + links.URL + firstForm(Key{ID: "k1", Secret: secret(1)}, c) + ">"
+	assert.Equal(t, "weekly-digest", s.ListOf(m), "a mail queued with a token of the first form")
 }
 
 func TestRotation(t *testing.T) {
@@ -351,9 +403,18 @@ func TestRotation(t *testing.T) {
 	_, ok = old.Verify(fresh)
 	assert.False(t, ok)
 
+	old1 := firstForm(Key{ID: "k1", Secret: secret(1)}, Claim{List: "news", MailID: "m0@shop.example", Recipient: "ann@example.com"})
+	_, ok = rotated.Verify(old1)
+	assert.True(t, ok, "a token of the first form verifies during its key's grace")
+
 	rotated.SetClock(func() time.Time { return now.Add(31 * 24 * time.Hour) })
 	_, ok = rotated.Verify(tok)
 	assert.False(t, ok, "past its grace the old key verifies nothing")
+	_, ok = rotated.Verify(old1)
+	assert.False(t, ok, "past its grace the old key verifies nothing of the first form either")
+	// A mail queued under the old key is still its list's at the claim.
+	m := &transport.Message{Headers: []transport.Header{{Name: HeaderUnsubscribe, Value: "<" + links.URL + tok + ">"}}}
+	assert.Equal(t, "news", rotated.ListOf(m))
 	_, ok = rotated.Verify(fresh)
 	assert.True(t, ok)
 

@@ -7,8 +7,8 @@ import (
 )
 
 // BenchmarkVerify compares the cost of verifying a valid token with that
-// of the invalid ones an attacker would try (a flipped MAC bit, a flipped
-// payload bit, an unknown key id): the work is the same by construction
+// of the invalid ones an attacker would try (a flipped tag bit, a flipped
+// bit of the sealed claim, an unknown key id): the work is the same by construction
 // (the MAC is always computed, under a dummy key when the id is unknown,
 // and compared in constant time), and the ratios of these figures show it.
 // go test -run '^$' -bench Verify ./unsubscribe
@@ -26,11 +26,11 @@ func BenchmarkVerify(b *testing.B) {
 		b.Fatal(err)
 	}
 	unknown, _ := other.Token(Claim{List: "news", MailID: "20261206.abcdef@shop.example", Recipient: "ann@example.com"})
-	p, _, _ := strings.Cut(tok, ".")
+	_, blob, _ := strings.Cut(tok, sealSep)
 	for _, c := range []struct{ name, tok string }{
 		{"valid", tok},
-		{"mac-bit", flipped(tok, 8*len(mustDecode(p))+3)},
-		{"payload-bit", flipped(tok, 40)},
+		{"tag-bit", flipped(tok, 8*len(mustDecode(blob))-3)},
+		{"sealed-bit", flipped(tok, 8*12+5)},
 		{"unknown-key", unknown},
 	} {
 		b.Run(c.name, func(b *testing.B) {
