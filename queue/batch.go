@@ -244,7 +244,7 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 		if !ok {
 			return u
 		}
-		defer func() { j.msg.Attachments = nil }()
+		defer fileGarbage.release(&j.msg)
 	}
 	release, wait, terr := w.acquire(ctx, j)
 	if wait > 0 || terr != nil {

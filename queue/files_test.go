@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -168,4 +169,26 @@ func TestEnqueueTooLarge(t *testing.T) {
 	assert.Greater(t, tl.Size, 1<<20)
 	assert.Zero(t, countRows(t, s.db, q.table, "1=1"))
 	assert.Zero(t, countRows(t, s.db, q.files, "1=1"))
+}
+
+func gcCycles() uint32 {
+	var s runtime.MemStats
+	runtime.ReadMemStats(&s)
+	return s.NumGC
+}
+
+// TestFileGarbageRunsTheCollector: attachment bytes let go are counted
+// across mails, and the call that brings them to gcAfter returns after a
+// collection has run, with the count started again.
+func TestFileGarbageRunsTheCollector(t *testing.T) {
+	var g garbageCounter
+	g.add(gcAfter / 2)
+	m := &transport.Message{Attachments: []transport.Attachment{{Data: make([]byte, gcAfter/4)}, {Data: make([]byte, gcAfter/4-1)}}}
+	g.release(m)
+	assert.Nil(t, m.Attachments)
+	assert.Equal(t, gcAfter-1, g.bytes, "counted, no collection yet")
+	before := gcCycles()
+	g.add(1)
+	assert.Greater(t, gcCycles(), before, "a collection ran before add returned")
+	assert.Zero(t, g.bytes)
 }
