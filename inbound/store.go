@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/internal/ddl"
-	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/internal/sqlstore"
 	"github.com/mailspool/mailspool/suppress"
 )
@@ -18,33 +17,23 @@ import (
 // Table is the events table, one per database.
 const Table = "mailspool_events"
 
-type dialect int
+// dialect is the store behind the handle, where the SQL differs; its
+// zero value is no store (package sqlstore detects it).
+type dialect struct{ sqlstore.Name }
 
-const (
-	mysqlDialect dialect = iota
-	sqliteDialect
-	postgresDialect
+var (
+	mysqlDialect    = dialect{sqlstore.MySQL}
+	sqliteDialect   = dialect{sqlstore.SQLite}
+	postgresDialect = dialect{sqlstore.Postgres}
 )
 
+// dialectOf tells the store behind db from its driver.
 func dialectOf(db *sql.DB) (dialect, error) {
-	store, err := sqlstore.Of(db)
-	switch store {
-	case sqlstore.SQLite:
-		return sqliteDialect, nil
-	case sqlstore.MySQL:
-		return mysqlDialect, nil
-	case sqlstore.Postgres:
-		return postgresDialect, nil
+	n, err := sqlstore.Of(db)
+	if err != nil {
+		return dialect{}, fmt.Errorf("inbound: %w", err)
 	}
-	return 0, fmt.Errorf("inbound: %w", err)
-}
-
-// rebind numbers the ? placeholders of q for PostgreSQL.
-func (d dialect) rebind(q string) string {
-	if d != postgresDialect {
-		return q
-	}
-	return placeholder.Numbered(q)
+	return dialect{n}, nil
 }
 
 func (d dialect) createSQL() []string {
@@ -156,7 +145,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	// before any DDL; the statements run in one transaction on
 	// PostgreSQL and SQLite (on MySQL there is one, CREATE TABLE IF NOT
 	// EXISTS).
-	store := d.store()
+	store := d.Name
 	// The events table as it was made before events were linked on
 	// arrival (without lane and mail_id) is mailspool's too: linkSQL
 	// brings it up to date below.
@@ -198,17 +187,6 @@ func unlinked(stmts []string) []string {
 		out[i] = strings.Replace(strings.Join(keep, "\n"), ",\n) ENGINE", "\n) ENGINE", 1)
 	}
 	return out
-}
-
-// store is the store's name as package sqlstore gives it.
-func (d dialect) store() sqlstore.Name {
-	switch d {
-	case sqliteDialect:
-		return sqlstore.SQLite
-	case postgresDialect:
-		return sqlstore.Postgres
-	}
-	return sqlstore.MySQL
 }
 
 // SchemaSQL is the DDL Migrate runs on a store ("mysql", "sqlite",
@@ -273,7 +251,7 @@ func (s *Store) record(ctx context.Context, evs []Event, p suppress.Policy, unsu
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	now := s.now()
-	stmt := s.d.rebind(s.d.insertIgnore(`provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, received_at, detail, lane, mail_id`, `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`))
+	stmt := s.d.Rebind(s.d.insertIgnore(`provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, received_at, detail, lane, mail_id`, `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`))
 	for _, e := range evs {
 		res, err := tx.ExecContext(ctx, stmt, e.Provider, clip(e.EventID, 191), e.Type, clip(e.Recipient, 254),
 			clip(e.ProviderMessageID, 255), clip(e.MessageID, 255), e.Time.UnixMilli(), now.UnixMilli(), clip(e.Detail, maxDetail), e.Lane, e.MailID)
@@ -418,7 +396,7 @@ func (s *Store) Last(ctx context.Context, lane string) (*Event, error) {
 // arrived at or after since.
 func (s *Store) CountLane(ctx context.Context, lane, eventType string, since time.Time) (int64, error) {
 	var n int64
-	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM `+Table+` WHERE lane = ? AND type = ? AND received_at >= ?`), lane, eventType, since.UnixMilli()).Scan(&n)
+	err := s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT COUNT(*) FROM `+Table+` WHERE lane = ? AND type = ? AND received_at >= ?`), lane, eventType, since.UnixMilli()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("inbound: counting %s events of lane %s: %w", eventType, lane, err)
 	}
@@ -451,7 +429,7 @@ func (s *Store) ForMail(ctx context.Context, providerID, messageID string) ([]Ev
 // ProviderMessageIDs returns the provider message ids of the newest
 // events of a type, at most limit, each once: the mails list --event finds.
 func (s *Store) ProviderMessageIDs(ctx context.Context, eventType string, limit int) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT provider_msg_id FROM `+Table+` WHERE type = ? AND provider_msg_id <> '' ORDER BY received_at DESC, id DESC LIMIT `+strconv.Itoa(max(limit, 1))), eventType)
+	rows, err := s.db.QueryContext(ctx, s.d.Rebind(`SELECT provider_msg_id FROM `+Table+` WHERE type = ? AND provider_msg_id <> '' ORDER BY received_at DESC, id DESC LIMIT `+strconv.Itoa(max(limit, 1))), eventType)
 	if err != nil {
 		return nil, fmt.Errorf("inbound: reading events: %w", err)
 	}
@@ -484,7 +462,7 @@ func (s *Store) Recent(ctx context.Context, eventType string, limit int) ([]Even
 }
 
 func (s *Store) query(ctx context.Context, tail string, args ...any) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, detail, lane, mail_id, received_at FROM `+Table+` `+tail), args...)
+	rows, err := s.db.QueryContext(ctx, s.d.Rebind(`SELECT provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, detail, lane, mail_id, received_at FROM `+Table+` `+tail), args...)
 	if err != nil {
 		return nil, fmt.Errorf("inbound: reading events: %w", err)
 	}

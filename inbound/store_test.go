@@ -88,7 +88,7 @@ func TestMigrateAddsTheLink(t *testing.T) {
 		require.NotContains(t, old, "mail_id")
 		_, err = s.db.Exec(old)
 		require.NoError(t, err)
-		_, err = s.db.Exec(d.rebind(`INSERT INTO `+Table+` (provider, event_id, type, recipient, occurred_at, received_at) VALUES (?, ?, ?, ?, ?, ?)`), SES, "old", Delivered, "a@example.com", 1, 1)
+		_, err = s.db.Exec(d.Rebind(`INSERT INTO `+Table+` (provider, event_id, type, recipient, occurred_at, received_at) VALUES (?, ?, ?, ?, ?, ?)`), SES, "old", Delivered, "a@example.com", 1, 1)
 		require.NoError(t, err)
 
 		require.NoError(t, Migrate(ctx, s.db))

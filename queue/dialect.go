@@ -34,20 +34,20 @@ type dialect struct {
 // detectDialect tells the store behind db from its driver and, for MySQL,
 // from the server's version string.
 func detectDialect(ctx context.Context, db *sql.DB) (dialect, error) {
-	switch name := fmt.Sprintf("%T", db.Driver()); {
-	case strings.Contains(name, "sqlite"):
+	store, err := sqlstore.Of(db)
+	switch store {
+	case sqlstore.SQLite:
 		return dialect{sqlite: true, returning: true}, nil
-	case isPgx(db.Driver()):
+	case sqlstore.Postgres:
 		return dialect{postgres: true, skipLocked: true, returning: true}, nil
-	case strings.Contains(name, "mysql"):
+	case sqlstore.MySQL:
 		var version string
 		if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 			return dialect{}, fmt.Errorf("queue: reading the server version: %w", err)
 		}
 		return mysqlDialect(version), nil
-	default:
-		return dialect{}, fmt.Errorf("queue: unsupported database driver %s (want go-sql-driver/mysql, github.com/jackc/pgx/v5/stdlib or modernc.org/sqlite)", name)
 	}
+	return dialect{}, fmt.Errorf("queue: %w", err)
 }
 
 // mysqlDialect derives the dialect from a VERSION() string such as

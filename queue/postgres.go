@@ -3,12 +3,10 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mailspool/mailspool/internal/placeholder"
 )
 
@@ -20,12 +18,6 @@ import (
 // (status, next_run, id) index, new ids come back by RETURNING, and the
 // bodies stay in the row (PostgreSQL keeps long values out of line, in
 // TOAST, and an UPDATE that does not change them does not copy them).
-
-// isPgx reports whether drv is pgx's database/sql driver.
-func isPgx(drv driver.Driver) bool {
-	_, ok := drv.(*stdlib.Driver)
-	return ok
-}
 
 // rebind numbers the ? placeholders of stmt for PostgreSQL.
 func (d dialect) rebind(stmt string) string {

@@ -135,7 +135,7 @@ func fillList(b *testing.B, s store, n int) {
 			sb.WriteString("(?, 'all', 'hard_bounce', 'bench', ?)")
 			args = append(args, fmt.Sprintf("gone%d@example.com", j), now)
 		}
-		_, err := s.db.Exec(d.rebind(sb.String()), args...)
+		_, err := s.db.Exec(d.Rebind(sb.String()), args...)
 		require.NoError(b, err)
 	}
 }

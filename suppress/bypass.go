@@ -57,7 +57,7 @@ func (l *List) recordBypass(ctx context.Context, tx queue.DBTX, b queue.Bypass) 
 	if b.Suppressed != nil {
 		reason = b.Suppressed.Reason
 	}
-	_, err := tx.ExecContext(ctx, l.d.rebind(`INSERT INTO `+BypassTable+` (lane, mail_id, address, reason, why, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+	_, err := tx.ExecContext(ctx, l.d.Rebind(`INSERT INTO `+BypassTable+` (lane, mail_id, address, reason, why, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
 		b.Lane, b.ID, b.Address, reason, b.Why, l.now().UnixMilli())
 	return err
 }
@@ -74,7 +74,7 @@ func (l *List) bypassed(ctx context.Context, tx queue.DBTX, lane string, ids []i
 		out := map[int64]bool{}
 		for _, id := range ids {
 			var n int
-			err := tx.QueryRowContext(ctx, l.d.rebind(`SELECT COUNT(*) FROM `+BypassTable+` WHERE lane = ? AND mail_id = ?`), lane, id).Scan(&n)
+			err := tx.QueryRowContext(ctx, l.d.Rebind(`SELECT COUNT(*) FROM `+BypassTable+` WHERE lane = ? AND mail_id = ?`), lane, id).Scan(&n)
 			if err != nil {
 				return nil, fmt.Errorf("suppress: reading bypasses: %w", err)
 			}
@@ -86,7 +86,7 @@ func (l *List) bypassed(ctx context.Context, tx queue.DBTX, lane string, ids []i
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := rq.QueryContext(ctx, l.d.rebind(`SELECT mail_id FROM `+BypassTable+` WHERE lane = ? AND mail_id IN (`+strings.Repeat("?,", len(ids)-1)+`?)`), args...)
+	rows, err := rq.QueryContext(ctx, l.d.Rebind(`SELECT mail_id FROM `+BypassTable+` WHERE lane = ? AND mail_id IN (`+strings.Repeat("?,", len(ids)-1)+`?)`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("suppress: reading bypasses: %w", err)
 	}
@@ -112,7 +112,7 @@ func (l *List) Bypasses(ctx context.Context, lane string, limit int) ([]BypassRe
 	if lane != "" {
 		q, args = q+` WHERE lane = ?`, append(args, lane)
 	}
-	rows, err := l.db.QueryContext(ctx, l.d.rebind(q+fmt.Sprintf(` ORDER BY created_at DESC, mail_id DESC LIMIT %d`, limit)), args...)
+	rows, err := l.db.QueryContext(ctx, l.d.Rebind(q+fmt.Sprintf(` ORDER BY created_at DESC, mail_id DESC LIMIT %d`, limit)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("suppress: reading bypasses: %w", err)
 	}

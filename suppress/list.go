@@ -63,7 +63,7 @@ func (l *List) AddIn(ctx context.Context, ex Execer, e Entry) (Entry, error) {
 	if !e.ExpiresAt.IsZero() {
 		expires = e.ExpiresAt.UnixMilli()
 	}
-	_, err := ex.ExecContext(ctx, l.d.rebind(`INSERT INTO `+Table+` (address, scope, reason, source, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`+l.d.upsert()),
+	_, err := ex.ExecContext(ctx, l.d.Rebind(`INSERT INTO `+Table+` (address, scope, reason, source, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`+l.d.upsert()),
 		e.Address, e.Scope, string(e.Reason), e.Source, e.CreatedAt.UnixMilli(), expires)
 	if err != nil {
 		return e, fmt.Errorf("suppress: adding %s: %w", e.Address, err)
@@ -121,7 +121,7 @@ func (l *List) RemoveIn(ctx context.Context, ex Execer, address, scope string) (
 		q += ` AND scope = ?`
 		args = append(args, scope)
 	}
-	res, err := ex.ExecContext(ctx, l.d.rebind(q), args...)
+	res, err := ex.ExecContext(ctx, l.d.Rebind(q), args...)
 	if err != nil {
 		return 0, fmt.Errorf("suppress: removing %s: %w", a, err)
 	}
@@ -194,7 +194,7 @@ func (l *List) LookupScopes(ctx context.Context, q Querier, scopes []string, add
 	})
 	if !many || len(args) == 1 {
 		for _, a := range args {
-			e, err := scanEntry(q.QueryRowContext(ctx, l.d.rebind(`SELECT `+entryColumns+` FROM `+Table+` WHERE address = ? AND `+where+` ORDER BY created_at LIMIT 1`), append([]any{a}, tail...)...))
+			e, err := scanEntry(q.QueryRowContext(ctx, l.d.Rebind(`SELECT `+entryColumns+` FROM `+Table+` WHERE address = ? AND `+where+` ORDER BY created_at LIMIT 1`), append([]any{a}, tail...)...))
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				continue
@@ -205,7 +205,7 @@ func (l *List) LookupScopes(ctx context.Context, q Querier, scopes []string, add
 		}
 		return found, nil
 	}
-	rows, err := rq.QueryContext(ctx, l.d.rebind(`SELECT `+entryColumns+` FROM `+Table+` WHERE address IN (`+strings.Repeat("?,", len(args)-1)+`?) AND `+where), append(args, tail...)...)
+	rows, err := rq.QueryContext(ctx, l.d.Rebind(`SELECT `+entryColumns+` FROM `+Table+` WHERE address IN (`+strings.Repeat("?,", len(args)-1)+`?) AND `+where), append(args, tail...)...)
 	if err != nil {
 		return nil, fmt.Errorf("suppress: looking up %d addresses: %w", len(args), err)
 	}
@@ -278,7 +278,7 @@ func (l *List) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 			q += fmt.Sprintf(` OFFSET %d`, f.Offset)
 		}
 	}
-	rows, err := l.db.QueryContext(ctx, l.d.rebind(q), args...)
+	rows, err := l.db.QueryContext(ctx, l.d.Rebind(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("suppress: listing: %w", err)
 	}
@@ -348,7 +348,7 @@ func (l *List) CountByReason(ctx context.Context, lane string, capAt int) ([]Rea
 	if capAt > 0 {
 		limit = fmt.Sprintf(` LIMIT %d`, capAt+1)
 	}
-	q := l.d.rebind(`SELECT COUNT(*) FROM (SELECT 1 AS one FROM ` + Table + ` WHERE reason = ? AND scope IN (?, ?) AND (expires_at IS NULL OR expires_at > ?)` + limit + `) capped`)
+	q := l.d.Rebind(`SELECT COUNT(*) FROM (SELECT 1 AS one FROM ` + Table + ` WHERE reason = ? AND scope IN (?, ?) AND (expires_at IS NULL OR expires_at > ?)` + limit + `) capped`)
 	now := l.now().UnixMilli()
 	out := []ReasonCount{}
 	for _, r := range Reasons {

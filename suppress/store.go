@@ -7,42 +7,29 @@ import (
 	"strings"
 
 	"github.com/mailspool/mailspool/internal/ddl"
-	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/internal/sqlstore"
 )
 
 // Table is the suppression list's table, one per database.
 const Table = "mailspool_suppressions"
 
-// dialect is the few places where the stores differ.
-type dialect int
+// dialect is the store behind the handle, where the SQL differs; its
+// zero value is no store (package sqlstore detects it).
+type dialect struct{ sqlstore.Name }
 
-const (
-	mysqlDialect dialect = iota
-	sqliteDialect
-	postgresDialect
+var (
+	mysqlDialect    = dialect{sqlstore.MySQL}
+	sqliteDialect   = dialect{sqlstore.SQLite}
+	postgresDialect = dialect{sqlstore.Postgres}
 )
 
-// DialectOf tells the store behind db from its driver.
+// dialectOf tells the store behind db from its driver.
 func dialectOf(db *sql.DB) (dialect, error) {
-	store, err := sqlstore.Of(db)
-	switch store {
-	case sqlstore.SQLite:
-		return sqliteDialect, nil
-	case sqlstore.MySQL:
-		return mysqlDialect, nil
-	case sqlstore.Postgres:
-		return postgresDialect, nil
+	n, err := sqlstore.Of(db)
+	if err != nil {
+		return dialect{}, fmt.Errorf("suppress: %w", err)
 	}
-	return 0, fmt.Errorf("suppress: %w", err)
-}
-
-// rebind numbers the ? placeholders of q for PostgreSQL.
-func (d dialect) rebind(q string) string {
-	if d != postgresDialect {
-		return q
-	}
-	return placeholder.Numbered(q)
+	return dialect{n}, nil
 }
 
 // upsert is the clause that makes an INSERT of an entry replace the entry
@@ -94,7 +81,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	// before any DDL; the statements run in one transaction on
 	// PostgreSQL and SQLite (on MySQL there is one, CREATE TABLE IF NOT
 	// EXISTS).
-	store := d.store()
+	store := d.Name
 	if err := ddl.Conflicts(ctx, db, store, append(d.createSQL(), d.bypassSQL()...), nil); err != nil {
 		return fmt.Errorf("suppress: migrate: %w", err)
 	}
@@ -115,17 +102,6 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		}
 	}
 	return nil
-}
-
-// store is the store's name as package sqlstore gives it.
-func (d dialect) store() sqlstore.Name {
-	switch d {
-	case sqliteDialect:
-		return sqlstore.SQLite
-	case postgresDialect:
-		return sqlstore.Postgres
-	}
-	return sqlstore.MySQL
 }
 
 // SchemaSQL is the DDL Migrate runs on a store ("mysql" for MySQL and

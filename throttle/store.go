@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/internal/ddl"
-	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/internal/sqlstore"
 )
 
@@ -27,33 +26,23 @@ const (
 // MaxKeyLen bounds a key's length in bytes.
 const MaxKeyLen = 190
 
-// dialect is where the stores differ.
-type dialect int
+// dialect is the store behind the handle, where the SQL differs; its
+// zero value is no store (package sqlstore detects it).
+type dialect struct{ sqlstore.Name }
 
-const (
-	mysqlDialect dialect = iota
-	sqliteDialect
-	postgresDialect
+var (
+	mysqlDialect    = dialect{sqlstore.MySQL}
+	sqliteDialect   = dialect{sqlstore.SQLite}
+	postgresDialect = dialect{sqlstore.Postgres}
 )
 
+// dialectOf tells the store behind db from its driver.
 func dialectOf(db *sql.DB) (dialect, error) {
-	store, err := sqlstore.Of(db)
-	switch store {
-	case sqlstore.SQLite:
-		return sqliteDialect, nil
-	case sqlstore.MySQL:
-		return mysqlDialect, nil
-	case sqlstore.Postgres:
-		return postgresDialect, nil
+	n, err := sqlstore.Of(db)
+	if err != nil {
+		return dialect{}, fmt.Errorf("throttle: %w", err)
 	}
-	return 0, fmt.Errorf("throttle: %w", err)
-}
-
-func (d dialect) rebind(q string) string {
-	if d != postgresDialect {
-		return q
-	}
-	return placeholder.Numbered(q)
+	return dialect{n}, nil
 }
 
 // now is the database's clock in microseconds since the Unix epoch, read
@@ -85,7 +74,7 @@ func (d dialect) insertKey() string {
 	case mysqlDialect:
 		return `INSERT IGNORE INTO ` + KeysTable + ` (name) VALUES (?)`
 	}
-	return d.rebind(`INSERT INTO ` + KeysTable + ` (name) VALUES (?) ON CONFLICT (name) DO NOTHING`)
+	return d.Rebind(`INSERT INTO ` + KeysTable + ` (name) VALUES (?) ON CONFLICT (name) DO NOTHING`)
 }
 
 // lockKey locks a key's row for the transaction (SQLite's transactions
@@ -94,7 +83,7 @@ func (d dialect) lockKey() string {
 	if d == sqliteDialect {
 		return ""
 	}
-	return d.rebind(`SELECT name FROM ` + KeysTable + ` WHERE name = ? FOR UPDATE`)
+	return d.Rebind(`SELECT name FROM ` + KeysTable + ` WHERE name = ? FOR UPDATE`)
 }
 
 func (d dialect) createSQL() []string {
@@ -190,7 +179,7 @@ func (s *Store) Schedule(ctx context.Context, q querier, l Limit, n int) (first,
 	}
 	var k keyState
 	var sched int64
-	stmt := s.d.rebind(`SELECT tat, sched, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
+	stmt := s.d.Rebind(`SELECT tat, sched, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
 	if err := q.QueryRowContext(ctx, stmt, l.Key).Scan(&k.tat, &sched, &k.now); err != nil {
 		return 0, 0, fmt.Errorf("throttle: scheduling %s: %w", l.Key, err)
 	}
@@ -200,7 +189,7 @@ func (s *Store) Schedule(ctx context.Context, q querier, l Limit, n int) (first,
 	iv := l.Rate.interval()
 	from := max(sched, k.tat, k.now)
 	end := from + int64(math.Ceil(float64(n)*iv))
-	if _, err := q.ExecContext(ctx, s.d.rebind(`UPDATE `+KeysTable+` SET sched = `+s.d.greatest()+`(sched, ?) WHERE name = ?`), end, l.Key); err != nil {
+	if _, err := q.ExecContext(ctx, s.d.Rebind(`UPDATE `+KeysTable+` SET sched = `+s.d.greatest()+`(sched, ?) WHERE name = ?`), end, l.Key); err != nil {
 		return 0, 0, fmt.Errorf("throttle: scheduling %s: %w", l.Key, err)
 	}
 	return time.Duration(from-k.now) * time.Microsecond, time.Duration(iv) * time.Microsecond, nil
@@ -350,7 +339,7 @@ type querier interface {
 // read returns key's state (made when missing) and the database's clock.
 func (s *Store) read(ctx context.Context, q querier, key string) (keyState, error) {
 	var k keyState
-	stmt := s.d.rebind(`SELECT tat, slow_factor, slow_until, recover_until, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
+	stmt := s.d.Rebind(`SELECT tat, slow_factor, slow_until, recover_until, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
 	err := q.QueryRowContext(ctx, stmt, key).Scan(&k.tat, &k.factor, &k.slowUntil, &k.recoverUntil, &k.now)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Made in a statement of its own on MySQL and PostgreSQL: two
@@ -379,7 +368,7 @@ func (s *Store) take(ctx context.Context, q querier, key string, n int, iv float
 	cost := int64(math.Ceil(float64(n) * iv))
 	tol := int64(r.tolerance(iv))
 	now, g := s.d.now(), s.d.greatest()
-	stmt := s.d.rebind(`UPDATE ` + KeysTable + ` SET tat = ` + g + `(tat, ` + now + `) + ?, granted = granted + ?
+	stmt := s.d.Rebind(`UPDATE ` + KeysTable + ` SET tat = ` + g + `(tat, ` + now + `) + ?, granted = granted + ?
  WHERE name = ? AND ` + g + `(tat, ` + now + `) + ? <= ` + now + ` + ?`)
 	res, err := q.ExecContext(ctx, stmt, cost, n, key, cost, tol)
 	if err != nil {
@@ -395,11 +384,11 @@ func (s *Store) take(ctx context.Context, q querier, key string, n int, iv float
 // inFlight is how many slots of key are held by leases that have not
 // expired; expired ones are deleted first.
 func (s *Store) inFlight(ctx context.Context, q querier, key string) (int, error) {
-	if _, err := q.ExecContext(ctx, s.d.rebind(`DELETE FROM `+SlotsTable+` WHERE name = ? AND expires < `+s.d.now()), key); err != nil {
+	if _, err := q.ExecContext(ctx, s.d.Rebind(`DELETE FROM `+SlotsTable+` WHERE name = ? AND expires < `+s.d.now()), key); err != nil {
 		return 0, fmt.Errorf("throttle: expiring the leases of %s: %w", key, err)
 	}
 	var n int
-	if err := q.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(SUM(n), 0) FROM `+SlotsTable+` WHERE name = ?`), key).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, s.d.Rebind(`SELECT COALESCE(SUM(n), 0) FROM `+SlotsTable+` WHERE name = ?`), key).Scan(&n); err != nil {
 		return 0, fmt.Errorf("throttle: counting the slots of %s: %w", key, err)
 	}
 	return n, nil
@@ -455,7 +444,7 @@ func (s *Store) Acquire(ctx context.Context, holder string, n int, lease time.Du
 	}
 	if denied != nil {
 		tx.Rollback() //nolint:errcheck // what was taken is given back
-		if _, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE `+KeysTable+` SET refused = refused + ? WHERE name = ?`), n, denied.Key); err != nil {
+		if _, err := s.db.ExecContext(ctx, s.d.Rebind(`UPDATE `+KeysTable+` SET refused = refused + ? WHERE name = ?`), n, denied.Key); err != nil {
 			return fmt.Errorf("throttle: counting a refusal: %w", err)
 		}
 		return denied
@@ -506,7 +495,7 @@ func (s *Store) acquireOne(ctx context.Context, tx *sql.Tx, holder string, n int
 		if used+n > l.Concurrency {
 			return &Denied{Key: l.Key, Reason: "concurrency", Wait: ConcurrencyRetry}, nil
 		}
-		stmt := s.d.rebind(`INSERT INTO ` + SlotsTable + ` (name, holder, n, expires) VALUES (?, ?, ?, ` + s.d.now() + ` + ?)`)
+		stmt := s.d.Rebind(`INSERT INTO ` + SlotsTable + ` (name, holder, n, expires) VALUES (?, ?, ?, ` + s.d.now() + ` + ?)`)
 		if _, err := tx.ExecContext(ctx, stmt, l.Key, holder, n, lease.Microseconds()); err != nil {
 			return nil, fmt.Errorf("throttle: leasing a slot of %s: %w", l.Key, err)
 		}
@@ -523,7 +512,7 @@ func (s *Store) Release(ctx context.Context, holder string, keys []string) error
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	stmt := s.d.rebind(`DELETE FROM ` + SlotsTable + ` WHERE holder = ? AND name IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(keys)), ", ") + `)`)
+	stmt := s.d.Rebind(`DELETE FROM ` + SlotsTable + ` WHERE holder = ? AND name IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(keys)), ", ") + `)`)
 	if _, err := s.db.ExecContext(ctx, stmt, args...); err != nil {
 		return fmt.Errorf("throttle: releasing the slots of %s: %w", holder, err)
 	}
@@ -550,7 +539,7 @@ func (s *Store) Available(ctx context.Context, q querier, l Limit, ahead time.Du
 	}
 	if l.Concurrency > 0 {
 		var used int
-		stmt := s.d.rebind(`SELECT COALESCE(SUM(n), 0) FROM ` + SlotsTable + ` WHERE name = ? AND expires >= ` + s.d.now())
+		stmt := s.d.Rebind(`SELECT COALESCE(SUM(n), 0) FROM ` + SlotsTable + ` WHERE name = ? AND expires >= ` + s.d.now())
 		if err := q.QueryRowContext(ctx, stmt, l.Key).Scan(&used); err != nil {
 			return 0, 0, fmt.Errorf("throttle: counting the slots of %s: %w", l.Key, err)
 		}
@@ -583,7 +572,7 @@ func (s *Store) Slow(ctx context.Context, key string, factor float64, hold, reco
 	if s.d == sqliteDialect {
 		least = "MIN"
 	}
-	stmt := s.d.rebind(`UPDATE ` + KeysTable + ` SET
+	stmt := s.d.Rebind(`UPDATE ` + KeysTable + ` SET
   slow_factor = CASE WHEN recover_until > ` + now + ` THEN ` + least + `(slow_factor, ?) ELSE ? END,
   slow_until = ` + g + `(slow_until, ` + now + ` + ?),
   recover_until = ` + g + `(recover_until, ` + now + ` + ?),
@@ -605,7 +594,7 @@ func (s *Store) Pause(ctx context.Context, key string, d time.Duration) error {
 	if _, err := s.read(ctx, s.db, key); err != nil {
 		return err
 	}
-	stmt := s.d.rebind(`UPDATE ` + KeysTable + ` SET tat = ` + s.d.greatest() + `(tat, ` + s.d.now() + ` + ?) WHERE name = ?`)
+	stmt := s.d.Rebind(`UPDATE ` + KeysTable + ` SET tat = ` + s.d.greatest() + `(tat, ` + s.d.now() + ` + ?) WHERE name = ?`)
 	if _, err := s.db.ExecContext(ctx, stmt, d.Microseconds(), key); err != nil {
 		return fmt.Errorf("throttle: pausing %s: %w", key, err)
 	}

@@ -217,7 +217,7 @@ func TestKilledHolderSlotReturns(t *testing.T) {
 		_ = cmd.Wait()
 
 		var expires int64
-		require.NoError(t, s.db.QueryRowContext(ctx, st.d.rebind(`SELECT expires FROM `+SlotsTable+` WHERE holder = ?`), "killed-holder").Scan(&expires))
+		require.NoError(t, s.db.QueryRowContext(ctx, st.d.Rebind(`SELECT expires FROM `+SlotsTable+` WHERE holder = ?`), "killed-holder").Scan(&expires))
 		l := []Limit{{Key: "domain:kill.example", Concurrency: 1}}
 		refused := 0
 		for attempt := 0; ; attempt++ {

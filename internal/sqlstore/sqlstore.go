@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/mailspool/mailspool/internal/placeholder"
 )
 
 // Name is a store, as mailspool's URLs and --print-sql name it.
@@ -34,4 +36,13 @@ func Of(db *sql.DB) (Name, error) {
 	default:
 		return "", fmt.Errorf("unsupported database driver %s (want go-sql-driver/mysql, github.com/jackc/pgx/v5/stdlib or modernc.org/sqlite)", name)
 	}
+}
+
+// Rebind returns q, written with ? placeholders, as store n takes it:
+// numbered ($1, $2, ...) on PostgreSQL, as written on the others.
+func (n Name) Rebind(q string) string {
+	if n != Postgres {
+		return q
+	}
+	return placeholder.Numbered(q)
 }
