@@ -96,12 +96,11 @@ func loadUnsubscribe(uc *unsubscribeConfig) (*Unsubscribe, error) {
 // policy, and for a bulk lane the unsubscribe headers and list scopes.
 // others names every lane of the deployment: no list may take one's name.
 func screenLane(list *suppress.List, l *Lane, others []string) error {
-	s := list.Screen(l.Lane.Name, l.Suppression)
 	if l.Bulk == nil {
-		l.Lane.Screen = s
+		l.Lane.Screen = list.Screen(l.Lane.Name, l.Suppression)
 		return nil
 	}
-	s, err := unsubscribe.Lane(s, list, l.Lane.Name, l.Bulk.Signer, l.Bulk.Links, others...)
+	s, err := unsubscribe.Lane(list, l.Lane.Name, l.Suppression, l.Bulk.Signer, l.Bulk.Links, others...)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ import (
 //	late      (claimed after NotAfter)                                 failed "expired", attempt given back
 //	suppressed (recipient suppressed while the mail waited, seen at    failed "suppressed", attempt given back
 //	           the claim; Lane.Screen)
-//	held      (suppressed, seen at the claim, Screen.Hold set)         pending/retry "held" at now + Hold,
+//	held      (suppressed, seen at the claim, Verdict.Hold set)        pending/retry "held" at now + Hold,
 //	                                                                   attempt given back
 //	released  (not sent: shutdown, breaker open)                       pending/retry at once (or when the
 //	                                                                   breaker closes), attempt given back

@@ -39,29 +39,10 @@ type Suppression struct {
 }
 
 // Screen connects a lane to a suppression list (package suppress makes
-// one: suppress.Policy.Screen). The queue calls it from inside its own
-// transactions and decides nothing itself.
+// one: suppress.List.Screen). The queue calls it from inside its own
+// transactions and does what it answers; the policy (scopes, lists,
+// bypasses, holding) is the Screen's.
 type Screen struct {
-	// CheckFunc returns, of addrs, those that must not receive the lane's
-	// mail, keyed by the address as given. It is called inside the
-	// enqueue's transaction (a suppressed recipient is refused with a
-	// *SuppressedError) and inside each claim's transaction, so that a
-	// mail whose recipient was suppressed while it waited fails with kind
-	// "suppressed" instead of being sent. nil: the lane does not check.
-	CheckFunc func(ctx context.Context, tx DBTX, addrs []string) (map[string]Suppression, error)
-	// FailedFunc is told, inside the transaction that records them, of
-	// the mails that failed permanently after a send; it decides from
-	// each error (its scope) whether the recipient is to be suppressed.
-	// An error from it fails the recording, which the worker retries.
-	// nil: nothing is fed.
-	FailedFunc func(ctx context.Context, tx DBTX, failed []Failure) error
-	// Hold, when positive, makes a mail whose recipient is suppressed at
-	// the claim wait instead of failing: it goes back to pending or retry
-	// (attempt given back) with last_kind "held", due again Hold later,
-	// when the list is checked again; Queue.ReleaseHeld makes it due at
-	// once (suppress remove --release). Its not-after deadline still
-	// ends it. 0: it fails with kind "suppressed".
-	Hold time.Duration
 	// PrepareFunc, when not nil, is called at enqueue, before anything is
 	// checked or written, with the message (its MessageID set) and the
 	// list the enqueue named (List; "" when none). It returns the message
@@ -69,20 +50,47 @@ type Screen struct {
 	// list the mail belongs to ("" none), or an error that refuses the
 	// enqueue. nil: the lane has no lists, and List is refused.
 	PrepareFunc func(m *transport.Message, list string) (*transport.Message, string, error)
-	// ListOf returns the list a stored message belongs to ("" none), read
-	// from what PrepareFunc made of it, so that the claim checks the list
-	// too. CheckListFunc is CheckFunc for mail of a list: it checks the
-	// list's scope beside the lane's. Both nil: lists are not checked.
-	ListOf        func(m *transport.Message) string
-	CheckListFunc func(ctx context.Context, tx DBTX, list string, addrs []string) (map[string]Suppression, error)
+	// CheckFunc is called inside the enqueue's transaction, before its
+	// rate limits and its row, with the recipient and the mail's list (""
+	// none). It returns the entry the recipient is suppressed under, nil
+	// when it is not: a suppressed recipient is refused with a
+	// *SuppressedError, unless the enqueue bypasses the list. nil: the
+	// lane does not check, and BypassSuppression is ignored.
+	CheckFunc func(ctx context.Context, tx DBTX, to, list string) (*Suppression, error)
 	// BypassFunc records, inside the enqueue's transaction and after its
 	// row is written, a mail enqueued with BypassSuppression: the audit
-	// trail of who sent past the list, and what the claim reads back.
-	// BypassedFunc returns which of the lane's mail ids were so enqueued:
-	// the claim sends those even when their recipient is suppressed. Both
-	// nil: BypassSuppression is refused.
-	BypassFunc   func(ctx context.Context, tx DBTX, b Bypass) error
-	BypassedFunc func(ctx context.Context, tx DBTX, lane string, ids []int64) (map[int64]bool, error)
+	// trail of who sent past the list, which ClaimFunc reads back. nil:
+	// BypassSuppression is refused.
+	BypassFunc func(ctx context.Context, tx DBTX, b Bypass) error
+	// ClaimFunc is called inside each claim's transaction with the lane's
+	// claimed mails. It returns, by id, those that must not be sent
+	// because their recipient was suppressed while they waited: each
+	// fails with kind "suppressed", or waits (Verdict.Hold). The others
+	// are sent. nil: the claim does not check.
+	ClaimFunc func(ctx context.Context, tx DBTX, lane string, mails []Claimed) (map[int64]Verdict, error)
+	// FailedFunc is told, inside the transaction that records them, of
+	// the mails that failed permanently after a send; it decides from
+	// each error (its scope) whether the recipient is to be suppressed.
+	// An error from it fails the recording, which the worker retries.
+	// nil: nothing is fed.
+	FailedFunc func(ctx context.Context, tx DBTX, failed []Failure) error
+}
+
+// Claimed is a claimed mail, as ClaimFunc is asked about it.
+type Claimed struct {
+	ID  int64
+	Msg *transport.Message
+}
+
+// Verdict is ClaimFunc's answer on a claimed mail that is not to be sent.
+type Verdict struct {
+	Suppression // the entry its recipient is suppressed under
+	// Hold, when positive, makes the mail wait instead of failing: it goes
+	// back to pending or retry (attempt given back) with last_kind "held",
+	// due again Hold later, when the list is checked again;
+	// Queue.ReleaseHeld makes it due at once. Its not-after deadline
+	// still ends it.
+	Hold time.Duration
 }
 
 // Failure is a mail that failed permanently after a send.
@@ -138,7 +146,7 @@ func BypassSuppression(why string) Option {
 const kindSuppressed = "suppressed"
 
 // KindHeld is stored in last_kind of a mail waiting because its recipient
-// was suppressed at its claim, under a Screen that holds (Screen.Hold).
+// was suppressed at its claim, under a Screen that holds such mail (Verdict.Hold).
 const KindHeld = "held"
 
 // prepare hands m to the lane's PrepareFunc, which knows the lists.
@@ -163,14 +171,6 @@ func (q *Queue) prepare(m *transport.Message, o *enqueueOptions) (*transport.Mes
 	return m, nil
 }
 
-// check is the Screen's check of addrs, for mail of list ("" none).
-func (s *Screen) check(ctx context.Context, tx DBTX, list string, addrs []string) (map[string]Suppression, error) {
-	if list != "" && s.CheckListFunc != nil {
-		return s.CheckListFunc(ctx, tx, list, addrs)
-	}
-	return s.CheckFunc(ctx, tx, addrs)
-}
-
 // checkEnqueue refuses m's recipient when the lane's Screen says so.
 // With o.bypass it refuses nothing and returns the entry the mail goes
 // past (nil: none), for recordBypass.
@@ -179,21 +179,14 @@ func (q *Queue) checkEnqueue(ctx context.Context, exec DBTX, to string, o *enque
 	if s == nil || s.CheckFunc == nil {
 		return nil, nil
 	}
-	if o.bypass != "" && (s.BypassFunc == nil || s.BypassedFunc == nil) {
+	if o.bypass != "" && s.BypassFunc == nil {
 		return nil, &InvalidError{Reason: "lane " + q.lane.Name + " cannot record a suppression bypass (its list has no audit trail)"}
 	}
-	found, err := s.check(ctx, exec, o.list, []string{to})
-	if err != nil {
-		return nil, err
+	sup, err := s.CheckFunc(ctx, exec, to, o.list)
+	if err != nil || sup == nil || o.bypass != "" {
+		return sup, err
 	}
-	sup, ok := found[to]
-	switch {
-	case !ok:
-		return nil, nil
-	case o.bypass != "":
-		return &sup, nil
-	}
-	return nil, &SuppressedError{Address: to, Suppression: sup}
+	return nil, &SuppressedError{Address: to, Suppression: *sup}
 }
 
 // recordBypass writes the audit of a mail enqueued with BypassSuppression,
@@ -209,62 +202,34 @@ func (q *Queue) recordBypass(ctx context.Context, exec DBTX, id int64, to string
 	return nil
 }
 
-// screenClaimed splits claimed jobs into those to send and those whose
-// recipient is suppressed, which it fails in the claim's transaction
-// (they are marked sending under token already).
+// screenClaimed splits claimed jobs into those to send and those the
+// lane's Screen holds back, which it fails or holds in the claim's
+// transaction (they are marked sending under token already).
 func (q *Queue) screenClaimed(ctx context.Context, tx DBTX, ex execer, jobs []*job, token string) ([]*job, error) {
 	s := q.lane.Screen
-	if s == nil || s.CheckFunc == nil || len(jobs) == 0 {
+	if s == nil || s.ClaimFunc == nil || len(jobs) == 0 {
 		return jobs, nil
 	}
-	// One check per list among the claimed (usually one): a recipient
-	// may be unsubscribed from one list and not another.
-	lists := make([]string, len(jobs))
-	byList := map[string][]string{}
+	mails := make([]Claimed, len(jobs))
 	for i, j := range jobs {
-		if s.ListOf != nil {
-			lists[i] = s.ListOf(&j.msg)
-		}
-		byList[lists[i]] = append(byList[lists[i]], j.msg.To.Address)
+		mails[i] = Claimed{ID: j.id, Msg: &j.msg}
 	}
-	found := map[string]map[string]Suppression{}
-	hit := false
-	for list, addrs := range byList {
-		f, err := s.check(ctx, tx, list, addrs)
-		if err != nil {
-			return jobs, err
-		}
-		found[list] = f
-		hit = hit || len(f) > 0
-	}
-	if !hit {
-		return jobs, nil
-	}
-	var bypassed map[int64]bool
-	if s.BypassedFunc != nil {
-		var ids []int64
-		for i, j := range jobs {
-			if _, ok := found[lists[i]][j.msg.To.Address]; ok {
-				ids = append(ids, j.id)
-			}
-		}
-		var err error
-		if bypassed, err = s.BypassedFunc(ctx, tx, q.lane.Name, ids); err != nil {
-			return jobs, err
-		}
+	held, err := s.ClaimFunc(ctx, tx, q.lane.Name, mails)
+	if err != nil || len(held) == 0 {
+		return jobs, err
 	}
 	send := jobs[:0:0]
 	var ups []rowUpdate
 	now := q.clock.Now()
-	for i, j := range jobs {
-		sup, ok := found[lists[i]][j.msg.To.Address]
-		if !ok || bypassed[j.id] {
+	for _, j := range jobs {
+		v, ok := held[j.id]
+		if !ok {
 			send = append(send, j)
 			continue
 		}
-		ev := event{kind: evSuppressed, sup: sup}
-		if s.Hold > 0 {
-			ev = event{kind: evHeld, sup: sup, due: now.Add(s.Hold).UnixMilli()}
+		ev := event{kind: evSuppressed, sup: v.Suppression}
+		if v.Hold > 0 {
+			ev = event{kind: evHeld, sup: v.Suppression, due: now.Add(v.Hold).UnixMilli()}
 		}
 		ups = append(ups, q.lane.Retry.next(j, ev, now))
 	}
@@ -274,7 +239,7 @@ func (q *Queue) screenClaimed(ctx context.Context, tx DBTX, ex execer, jobs []*j
 	return send, nil
 }
 
-// ReleaseHeld makes the lane's mails held for addr (Screen.Hold) due at
+// ReleaseHeld makes the lane's mails held for addr (Verdict.Hold) due at
 // once, through tx: the transaction that removes addr from the list, so
 // that they are released if and only if it commits. Each is checked
 // against the list again at its claim, as any mail is: one still

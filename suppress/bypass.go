@@ -62,7 +62,7 @@ func (l *List) recordBypass(ctx context.Context, tx queue.DBTX, b queue.Bypass) 
 	return err
 }
 
-// bypassed is queue.Screen.BypassedFunc.
+// bypassed returns which of lane's mail ids were enqueued past the list.
 func (l *List) bypassed(ctx context.Context, tx queue.DBTX, lane string, ids []int64) (map[int64]bool, error) {
 	if len(ids) == 0 {
 		return nil, nil

@@ -16,9 +16,12 @@
 // Soft bounces never suppress. A lane's Policy says which reasons suppress,
 // for how long, and whether the lane checks the list at all.
 //
-// The queue checks the list twice, through the hook a Policy builds
-// (Policy.Screen): at enqueue, where a suppressed recipient is refused
-// with queue.ErrSuppressed, and inside the claim's transaction, where a
-// mail whose recipient was suppressed while it waited fails with kind
-// "suppressed" instead of being sent.
+// The queue checks the list twice, through the hook a lane carries
+// (List.Screen, or List.BulkScreen for a lane with lists): at enqueue,
+// where a suppressed recipient is refused with queue.ErrSuppressed, and
+// inside the claim's transaction, where a mail whose recipient was
+// suppressed while it waited fails with kind "suppressed" (or waits, under
+// Policy.Hold) instead of being sent, unless it was enqueued past the list
+// (queue.BypassSuppression, recorded in BypassTable). The policy is all
+// here; the queue writes the row transition the hook answers.
 package suppress

@@ -7,13 +7,13 @@
 //	List-Unsubscribe-Post: List-Unsubscribe=One-Click
 //	List-Id: <LIST.example.com>
 //
-// (Lane.Screen wires it into the lane's queue.Screen). Transactional lanes
-// get none. The token names the recipient, the list and the mail, sealed
-// with AES-256-GCM under a key with an id (Signer), so that the link reads
-// as nothing to a proxy log or a link scanner, and keys rotate: the newest
-// key seals, older ones open until the end of their grace period. Tokens of
-// the first form (the claim in clear with its HMAC-SHA-256), in mail sent
-// before, still verify.
+// (Lane builds the lane's queue.Screen on suppress.List.BulkScreen).
+// Transactional lanes get none. The token names the recipient, the list
+// and the mail, sealed with AES-256-GCM under a key with an id (Signer), so
+// that the link reads as nothing to a proxy log or a link scanner, and keys
+// rotate: the newest key seals, older ones open until the end of their
+// grace period. Tokens of the first form (the claim in clear with its
+// HMAC-SHA-256), in mail sent before, still verify.
 //
 // Handler serves /u/TOKEN on the public listener (mailspool serve):
 //
@@ -31,5 +31,5 @@
 //
 // A list's scope never blocks mail of another list or of a transactional
 // lane: the suppression is in the list's scope, which only mail of that
-// list checks (queue.Screen.CheckListFunc).
+// list checks (suppress.Lists).
 package unsubscribe

@@ -1,7 +1,6 @@
 package unsubscribe
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -55,11 +54,10 @@ const (
 	HeaderListID          = "List-Id"
 )
 
-// Lane makes base, the queue.Screen of a bulk lane named lane (from
-// suppress.List.Screen), add the unsubscribe headers to each mail when it
-// is stored and check the scope of the mail's list: the list named at
-// enqueue, or the lane's own name. list is the suppression list base
-// checks. A transactional lane is left as it is.
+// Lane returns the queue.Screen of a bulk lane named lane on list, under
+// its suppression policy p: suppress.List.Screen's, that also adds the
+// unsubscribe headers to each mail when it is stored and checks the scope
+// of the mail's list: the list named at enqueue, or the lane's own name.
 //
 // A list's unsubscribes are recorded under the list's name as their
 // suppression scope, the namespace of lane names. So that an unsubscribe
@@ -67,7 +65,7 @@ const (
 // list may not be named "all" (the scope of every lane) nor after any of
 // otherLanes, the names of the deployment's other lanes: such an enqueue is
 // refused.
-func Lane(base *queue.Screen, list *suppress.List, lane string, s *Signer, links Links, otherLanes ...string) (*queue.Screen, error) {
+func Lane(list *suppress.List, lane string, p suppress.Policy, s *Signer, links Links, otherLanes ...string) (*queue.Screen, error) {
 	if err := links.Check(); err != nil {
 		return nil, err
 	}
@@ -77,8 +75,7 @@ func Lane(base *queue.Screen, list *suppress.List, lane string, s *Signer, links
 			taken[o] = true
 		}
 	}
-	out := *base
-	out.PrepareFunc = func(m *transport.Message, name string) (*transport.Message, string, error) {
+	prepare := func(m *transport.Message, name string) (*transport.Message, string, error) {
 		if name == "" {
 			name = lane
 		}
@@ -120,21 +117,7 @@ func Lane(base *queue.Screen, list *suppress.List, lane string, s *Signer, links
 		}
 		return &c, name, nil
 	}
-	out.ListOf = s.ListOf
-	if base.CheckFunc != nil { // a lane that bypasses the list checks no list either
-		out.CheckListFunc = func(ctx context.Context, tx queue.DBTX, name string, addrs []string) (map[string]queue.Suppression, error) {
-			found, err := list.LookupScopes(ctx, tx, []string{lane, name}, addrs)
-			if err != nil || len(found) == 0 {
-				return nil, err
-			}
-			out := make(map[string]queue.Suppression, len(found))
-			for a, e := range found {
-				out[a] = queue.Suppression{Reason: string(e.Reason), Since: e.CreatedAt, Source: e.Source}
-			}
-			return out, nil
-		}
-	}
-	return &out, nil
+	return list.BulkScreen(lane, p, suppress.Lists{PrepareFunc: prepare, ListOfFunc: s.ListOf}), nil
 }
 
 // ListOf returns the list a stored mail belongs to, from the

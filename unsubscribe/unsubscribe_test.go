@@ -57,7 +57,7 @@ func open(t *testing.T, u string) *fixture {
 	list, err := suppress.Open(db)
 	require.NoError(t, err)
 	f := &fixture{list: list, s: signer(t)}
-	screen, err := Lane(list.Screen("news", suppress.Policy{}), list, "news", f.s, links, "news", "resets")
+	screen, err := Lane(list, "news", suppress.Policy{}, f.s, links, "news", "resets")
 	require.NoError(t, err)
 	f.bulk, err = queue.New(ctx, db, queue.Lane{Name: "news", Table: "news_queue", Screen: screen}, nil)
 	require.NoError(t, err)
