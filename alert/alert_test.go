@@ -3,9 +3,7 @@ package alert
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/mail"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +21,7 @@ import (
 	"github.com/mailspool/mailspool/classify"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/composite"
 	"github.com/stretchr/testify/assert"
@@ -42,34 +40,7 @@ func forEachStore(t *testing.T, f func(t *testing.T, db *sql.DB)) {
 		f(t, db)
 	})
 	t.Run("mariadb", func(t *testing.T) {
-		base := os.Getenv("MAILSPOOL_TEST_MYSQL")
-		if base == "" {
-			base = "mysql://root@127.0.0.1:3306/test"
-		}
-		root, err := dburl.Open(base)
-		require.NoError(t, err)
-		defer root.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := root.PingContext(ctx); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("MariaDB is required under CI=true but %s does not answer: %v", transport.Redact(base), err)
-			}
-			t.Skipf("MariaDB at %s does not answer (%v); start it or set MAILSPOOL_TEST_MYSQL", transport.Redact(base), err)
-		}
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		name := "mailspool_t_" + hex.EncodeToString(b[:])
-		_, err = root.ExecContext(ctx, "CREATE DATABASE "+name)
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			if db, err := dburl.Open(base); err == nil {
-				_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
-				db.Close()
-			}
-		})
-		u, _, _ := strings.Cut(base, "?")
-		db, err := dburl.Open(u[:strings.LastIndex(u, "/")+1] + name)
+		db, err := dburl.Open(dburltest.MariaDB.Fresh(t))
 		require.NoError(t, err)
 		t.Cleanup(func() { db.Close() })
 		require.NoError(t, queue.Migrate(context.Background(), db))

@@ -3,18 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mailspool/mailspool/queue"
-	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,52 +22,7 @@ import (
 // unreachable server fails the test; elsewhere its part is skipped.
 func forEachDatabase(t *testing.T, f func(t *testing.T, dbURL string)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) { f(t, "sqlite:"+filepath.Join(t.TempDir(), "q.db")) })
-	t.Run("mariadb", func(t *testing.T) {
-		f(t, serverDatabase(t, "MariaDB", "MAILSPOOL_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test",
-			"start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql", "DROP DATABASE IF EXISTS %s"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		f(t, serverDatabase(t, "PostgreSQL", "MAILSPOOL_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/postgres",
-			"pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", "DROP DATABASE IF EXISTS %s WITH (FORCE)"))
-	})
-}
-
-// serverDatabase creates a database of its own for the test on the server
-// $env or def names, drops it after the test, and returns its URL.
-func serverDatabase(t *testing.T, what, env, def, start, drop string) string {
-	t.Helper()
-	server := os.Getenv(env)
-	if server == "" {
-		server = def
-	}
-	admin, err := dburl.Open(server)
-	require.NoError(t, err)
-	defer admin.Close()
-	// Only the ping is bounded: creating and migrating the database takes
-	// as long as a loaded machine needs.
-	ctx := context.Background()
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := admin.PingContext(pingCtx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required under CI=true: %v", what, err)
-		}
-		t.Skipf("%s does not answer (%v); start it with: %s, or set %s", what, err, start, env)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "mailspool_cmd_" + hex.EncodeToString(b[:])
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if db, err := dburl.Open(server); err == nil {
-			_, _ = db.Exec(fmt.Sprintf(drop, name))
-			db.Close()
-		}
-	})
-	base, _, _ := strings.Cut(server, "?")
-	return base[:strings.LastIndex(base, "/")+1] + name
+	dburltest.Each(t, func(t *testing.T, _, u string) { f(t, u) })
 }
 
 // mailspoolIn runs a command line with stdin.

@@ -2,12 +2,9 @@ package queue
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"net/mail"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,31 +12,10 @@ import (
 	"time"
 
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/require"
 )
-
-// mariaDBURL is the server the MariaDB half of the suite runs on; each test
-// gets a database of its own there.
-func mariaDBURL() string {
-	if u := os.Getenv("MAILSPOOL_TEST_MYSQL"); u != "" {
-		return u
-	}
-	return "mysql://root@127.0.0.1:3306/test"
-}
-
-// postgresURL is the server the PostgreSQL third of the suite runs on;
-// each test gets a database of its own there.
-func postgresURL() string {
-	if u := os.Getenv("MAILSPOOL_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres"
-}
-
-const startPostgres = "start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (see README.md, Tests), or set MAILSPOOL_TEST_POSTGRES"
-
-const startMariaDB = "start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql (see README.md, Tests), or set MAILSPOOL_TEST_MYSQL"
 
 // store is one database a test runs against.
 type store struct {
@@ -90,42 +66,11 @@ func forEachStore(t *testing.T, f func(t *testing.T, s store)) {
 	})
 }
 
-// newServerStore returns a store on a database of its own, created on the
-// server adminURL names and dropped after the test.
-func newServerStore(t testing.TB, name, adminURL, start, drop string) store {
+// newServerStore returns a store on a database of its own on server,
+// migrated, dropped after the test.
+func newServerStore(t testing.TB, name string, server dburltest.Server) store {
 	t.Helper()
-	admin, err := dburl.Open(adminURL)
-	require.NoError(t, err)
-	defer admin.Close()
-	// Only the ping is bounded: creating and migrating the database takes
-	// as long as a loaded machine needs.
-	ctx := context.Background()
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := admin.PingContext(pingCtx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required under CI=true but %s does not answer: %v", name, transport.Redact(adminURL), err)
-		}
-		t.Skipf("%s at %s does not answer (%v); %s", name, transport.Redact(adminURL), err, start)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	db := "mailspool_t_" + hex.EncodeToString(b[:])
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+db)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		admin, err := dburl.Open(adminURL)
-		if err == nil {
-			_, _ = admin.Exec(fmt.Sprintf(drop, db))
-			admin.Close()
-		}
-	})
-	base, query, _ := strings.Cut(adminURL, "?")
-	u := base[:strings.LastIndex(base, "/")+1] + db
-	if query != "" {
-		u += "?" + query
-	}
-	s := store{name: name, url: u}
+	s := store{name: name, url: server.Fresh(t)}
 	s.db = s.open(t)
 	require.NoError(t, Migrate(context.Background(), s.db))
 	return s
@@ -133,7 +78,7 @@ func newServerStore(t testing.TB, name, adminURL, start, drop string) store {
 
 func newPostgresStore(t testing.TB) store {
 	t.Helper()
-	return newServerStore(t, "postgres", postgresURL(), startPostgres, "DROP DATABASE IF EXISTS %s WITH (FORCE)")
+	return newServerStore(t, "postgres", dburltest.Postgres)
 }
 
 func newSQLiteStore(t testing.TB) store {
@@ -147,7 +92,7 @@ func newSQLiteStore(t testing.TB) store {
 
 func newMariaDBStore(t testing.TB) store {
 	t.Helper()
-	return newServerStore(t, "mariadb", mariaDBURL(), startMariaDB, "DROP DATABASE IF EXISTS %s")
+	return newServerStore(t, "mariadb", dburltest.MariaDB)
 }
 
 // manualClock is a Clock that only moves when told to.

@@ -27,9 +27,7 @@ type store struct {
 // Under CI=true an unreachable server fails the test; elsewhere its part is
 // skipped with a line saying how to start it.
 func forEachStore(t *testing.T, f func(t *testing.T, s store)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, newSQLite(t)) })
-	t.Run("mariadb", func(t *testing.T) { f(t, newMariaDB(t)) })
-	t.Run("postgres", func(t *testing.T) { f(t, newPostgres(t)) })
+	dburltest.Each(t, func(t *testing.T, name, u string) { f(t, openMigrated(t, name, u)) })
 }
 
 func openMigrated(t testing.TB, name, u string) store {

@@ -38,11 +38,7 @@ func forEachStore(t *testing.T, f func(t *testing.T, s store)) {
 // forEachStoreWith is forEachStore, with the queue's tables too when
 // withQueue.
 func forEachStoreWith(t *testing.T, withQueue bool, f func(t *testing.T, s store)) {
-	t.Run("sqlite", func(t *testing.T) {
-		f(t, openMigrated(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "q.db"), withQueue))
-	})
-	t.Run("mariadb", func(t *testing.T) { f(t, openMigrated(t, "mariadb", dburltest.MariaDB.Fresh(t), withQueue)) })
-	t.Run("postgres", func(t *testing.T) { f(t, openMigrated(t, "postgres", dburltest.Postgres.Fresh(t), withQueue)) })
+	dburltest.Each(t, func(t *testing.T, name, u string) { f(t, openMigrated(t, name, u, withQueue)) })
 }
 
 func openMigrated(t testing.TB, name, u string, withQueue bool) store {

@@ -2,12 +2,8 @@ package statuspage_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"fmt"
 	"net/mail"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,27 +12,12 @@ import (
 	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
+	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/require"
 
 	_ "modernc.org/sqlite" // the tests open SQLite databases, as a program would
 )
-
-// mariaDBURL and postgresURL are the servers the MariaDB and PostgreSQL
-// thirds of the tests run on; each test gets a database of its own there.
-func mariaDBURL() string {
-	if u := os.Getenv("MAILSPOOL_TEST_MYSQL"); u != "" {
-		return u
-	}
-	return "mysql://root@127.0.0.1:3306/test"
-}
-
-func postgresURL() string {
-	if u := os.Getenv("MAILSPOOL_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres"
-}
 
 // forEachStore runs f on a fresh, migrated SQLite file, MariaDB database
 // and PostgreSQL database. Under CI=true an unreachable server fails the
@@ -59,50 +40,19 @@ func sqliteDB(t testing.TB) *sql.DB {
 
 func mariaDB(t testing.TB) *sql.DB {
 	t.Helper()
-	return serverDB(t, "MariaDB", mariaDBURL(), "DROP DATABASE IF EXISTS %s",
-		"start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql, or set MAILSPOOL_TEST_MYSQL")
+	return serverDB(t, dburltest.MariaDB)
 }
 
 func postgresDB(t testing.TB) *sql.DB {
 	t.Helper()
-	return serverDB(t, "PostgreSQL", postgresURL(), "DROP DATABASE IF EXISTS %s WITH (FORCE)",
-		"start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start, or set MAILSPOOL_TEST_POSTGRES")
+	return serverDB(t, dburltest.Postgres)
 }
 
-// serverDB creates a migrated database of its own on the server at
-// serverURL, dropped with drop at the end of the test.
-func serverDB(t testing.TB, name, serverURL, drop, start string) *sql.DB {
+// serverDB creates a migrated database of its own on server, dropped at
+// the end of the test.
+func serverDB(t testing.TB, server dburltest.Server) *sql.DB {
 	t.Helper()
-	server, err := dburl.Open(serverURL)
-	require.NoError(t, err)
-	defer server.Close()
-	// Only the ping is bounded: creating and migrating the database takes
-	// as long as a loaded machine needs.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := server.PingContext(ctx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required under CI=true but %s does not answer: %v", name, transport.Redact(serverURL), err)
-		}
-		t.Skipf("%s at %s does not answer (%v); %s", name, transport.Redact(serverURL), err, start)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	dbName := "mailspool_t_" + hex.EncodeToString(b[:])
-	_, err = server.Exec("CREATE DATABASE " + dbName)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if db, err := dburl.Open(serverURL); err == nil {
-			_, _ = db.Exec(fmt.Sprintf(drop, dbName))
-			db.Close()
-		}
-	})
-	base, query, _ := strings.Cut(serverURL, "?")
-	u := base[:strings.LastIndex(base, "/")+1] + dbName
-	if query != "" {
-		u += "?" + query
-	}
-	db, err := dburl.Open(u)
+	db, err := dburl.Open(server.Fresh(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	require.NoError(t, queue.Migrate(context.Background(), db))

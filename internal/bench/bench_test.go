@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/mailspool/mailspool/queue/dburl"
-	"github.com/mailspool/mailspool/transport"
+	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,47 +27,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func mariaDBURL() string {
-	if u := os.Getenv("MAILSPOOL_TEST_MYSQL"); u != "" {
-		return u
-	}
-	return "mysql://root@127.0.0.1:3306/test"
-}
-
-// mariaDB returns the URL of a fresh database on the test server, dropped
-// when the test ends. Under CI=true an unreachable server fails the test.
-func mariaDB(t *testing.T) string {
-	t.Helper()
-	admin, err := dburl.Open(mariaDBURL())
-	require.NoError(t, err)
-	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := admin.PingContext(ctx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("MariaDB is required under CI=true but %s does not answer: %v", transport.Redact(mariaDBURL()), err)
-		}
-		t.Skipf("MariaDB at %s does not answer (%v); start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql, or set MAILSPOOL_TEST_MYSQL", transport.Redact(mariaDBURL()), err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "mailspool_b_" + hex.EncodeToString(b[:])
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if db, err := dburl.Open(mariaDBURL()); err == nil {
-			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
-			db.Close()
-		}
-	})
-	base, _, _ := strings.Cut(mariaDBURL(), "?")
-	return base[:strings.LastIndex(base, "/")+1] + name
-}
-
 func stores(t *testing.T) map[string]func(t *testing.T) string {
 	return map[string]func(t *testing.T) string{
 		"sqlite":  func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "bench.db") },
-		"mariadb": mariaDB,
+		"mariadb": func(t *testing.T) string { return dburltest.MariaDB.Fresh(t) },
 	}
 }
 
@@ -267,7 +228,7 @@ func TestFinishCountsDuplicatesAndLost(t *testing.T) {
 // per-mail figures come from is found: a server that has started has
 // written redo, asked its buffer pool for pages and read some from disk.
 func TestReadCountersReadsTheServersCounters(t *testing.T) {
-	db, err := dburl.Open(mariaDB(t))
+	db, err := dburl.Open(dburltest.MariaDB.Fresh(t))
 	require.NoError(t, err)
 	defer db.Close()
 	c := readCounters(context.Background(), db)

@@ -2,18 +2,13 @@ package faultsuite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"net/mail"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mailspool/mailspool/internal/placeholder"
 	"github.com/mailspool/mailspool/queue"
@@ -26,15 +21,6 @@ import (
 // table is the lane table every scenario uses.
 const table = "mail_queue"
 
-// sharedMariaDB is the server the MariaDB scenarios create their databases
-// on (not the one the restart scenario restarts: that one is private).
-func sharedMariaDB() string {
-	if u := os.Getenv("MAILSPOOL_TEST_MYSQL"); u != "" {
-		return u
-	}
-	return "mysql://root@127.0.0.1:3306/test"
-}
-
 // store is the database of one scenario.
 type store struct {
 	name string // "mariadb" or "sqlite"
@@ -42,43 +28,14 @@ type store struct {
 	db   *sql.DB
 }
 
-// newMariaDB creates a fresh database on the shared MariaDB, migrated, and
-// drops it when the test ends. Under CI=true a MariaDB that does not answer
-// fails the test; elsewhere the test skips, saying how to start one.
+// newMariaDB creates a fresh database on the suite's MariaDB
+// (127.0.0.1:3306, or $MAILSPOOL_TEST_MYSQL; not the one the restart
+// scenario restarts: that one is private), migrated, and drops it when the
+// test ends; a server that does not answer fails the test under CI=true
+// and skips it elsewhere.
 func newMariaDB(t *testing.T) store {
 	t.Helper()
-	admin := openDB(t, sharedMariaDB())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := admin.PingContext(ctx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("MariaDB is required under CI=true but %s does not answer: %v", transport.Redact(sharedMariaDB()), err)
-		}
-		t.Skipf("MariaDB at %s does not answer (%v); start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql, or set MAILSPOOL_TEST_MYSQL", transport.Redact(sharedMariaDB()), err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "mailspool_f_" + hex.EncodeToString(b[:])
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if db, err := dburl.Open(sharedMariaDB()); err == nil {
-			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
-			db.Close()
-		}
-	})
-	return migrated(t, "mariadb", withDatabase(sharedMariaDB(), name))
-}
-
-// withDatabase returns the mysql:// URL u naming database name instead.
-func withDatabase(u, name string) string {
-	base, query, _ := strings.Cut(u, "?")
-	u = base[:strings.LastIndex(base, "/")+1] + name
-	if query != "" {
-		u += "?" + query
-	}
-	return u
+	return migrated(t, "mariadb", dburltest.MariaDB.Fresh(t))
 }
 
 // newPostgres creates a fresh database on the suite's PostgreSQL

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,17 @@ func (s Server) URL() string {
 		return u
 	}
 	return s.Default
+}
+
+// Each runs f as three subtests, "sqlite", "mariadb" and "postgres", each
+// with the URL of an empty database of its own: a new SQLite file in the
+// test's temporary directory, and a Fresh database on MariaDB and on
+// PostgreSQL.
+func Each(t *testing.T, f func(t *testing.T, name, url string)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) { f(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "q.db")) })
+	t.Run("mariadb", func(t *testing.T) { f(t, "mariadb", MariaDB.Fresh(t)) })
+	t.Run("postgres", func(t *testing.T) { f(t, "postgres", Postgres.Fresh(t)) })
 }
 
 // Fresh creates an empty database of its own on s for t, dropped when t
