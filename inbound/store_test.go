@@ -49,16 +49,6 @@ func newSQLite(t testing.TB) store {
 	return openMigrated(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "q.db"))
 }
 
-func newMariaDB(t testing.TB) store {
-	t.Helper()
-	return openMigrated(t, "mariadb", dburltest.MariaDB.Fresh(t))
-}
-
-func newPostgres(t testing.TB) store {
-	t.Helper()
-	return openMigrated(t, "postgres", dburltest.Postgres.Fresh(t))
-}
-
 // A lane's table may not be the events table.
 func TestTableIsOwned(t *testing.T) {
 	assert.Contains(t, queue.OwnTables, Table)
