@@ -127,10 +127,12 @@ func CheckSchema(ctx context.Context, db *sql.DB) error {
 	if _, err := dialectOf(db); err != nil {
 		return err
 	}
-	for table, cols := range map[string]string{Table: entryColumns, BypassTable: `lane, mail_id, address, reason, why, created_at`} {
-		rows, err := db.QueryContext(ctx, `SELECT `+cols+` FROM `+table+` WHERE 1 = 0`)
+	// In order: the list's own table first, so that a database without
+	// any of them is told about that one.
+	for _, t := range []struct{ table, cols string }{{Table, entryColumns}, {BypassTable, `lane, mail_id, address, reason, why, created_at`}} {
+		rows, err := db.QueryContext(ctx, `SELECT `+t.cols+` FROM `+t.table+` WHERE 1 = 0`)
 		if err != nil {
-			return fmt.Errorf("suppress: the suppression list's table %s is missing or incomplete: run 'mailspool migrate' (%v)", table, err)
+			return fmt.Errorf("suppress: the suppression list's table %s is missing or incomplete: run 'mailspool migrate' (%v)", t.table, err)
 		}
 		rows.Close()
 	}
