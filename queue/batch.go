@@ -57,6 +57,10 @@ func (w *Worker) dispatch(ctx context.Context, limit int) (int, <-chan error, er
 	}
 	w.leases.hold(token, jobs)
 	w.count(func(s *WorkerStats) { s.Claimed += int64(len(jobs)) })
+	w.claimedDue = jobs[0].nextRun
+	for _, j := range jobs[1:] {
+		w.claimedDue = min(w.claimedDue, j.nextRun)
+	}
 
 	// Suspects (rows whose lease expired while they were sending, claimed
 	// apart from ordinary rows: isolateSuspects) are sent with nothing else

@@ -174,8 +174,8 @@ type cursor struct {
 	cut bool
 	// contended: the last claim came back short because other claims
 	// held or took the rows it found, not because no more rows were due
-	// (pickLocking); the claimer backs off, for less than its poll
-	// interval at first (Worker.claimLoop).
+	// (pickLocking); the claimer backs off, a quarter second at first
+	// (Worker.claimLoop).
 	contended bool
 	// suspects is the most suspects a claim leases together: the
 	// claimer's concurrency, so that all of them are sending at once;

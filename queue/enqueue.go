@@ -509,7 +509,7 @@ func (q *Queue) prepareInserts(ctx context.Context) {
 		// A key another enqueue wrote first returns no id (errIdemTaken).
 		// The notification wakes listening workers at commit (listen.go).
 		q.inserts.rowSQL = q.d.rebind(`INSERT INTO ` + q.table + ` (` + cols + `) VALUES (` + values + `) ON CONFLICT (idem_key) DO NOTHING
-  RETURNING id, pg_notify('` + notifyChannel(q.lane.Table) + `', '')`)
+  RETURNING id, pg_notify('` + notifyChannel(q.lane.Table) + `', id::text)`)
 		return
 	case !q.d.sqlite:
 		q.inserts.rowSQL = q.d.lockBounded(`INSERT INTO `+q.table+` (`+cols+`) VALUES (`+values+`)`, q.lockWait)

@@ -39,7 +39,10 @@ func (w *Worker) listenLoop(ctx context.Context) {
 			retry.reset()
 			w.log.Debug("listening for enqueues", "channel", notifyChannel(w.q.lane.Table))
 			w.Wake() // for what was enqueued while nobody listened
-		}, w.Wake)
+		}, func(payload string) {
+			w.announce(payload)
+			w.Wake()
+		})
 		if ctx.Err() != nil {
 			return
 		}
@@ -57,7 +60,7 @@ func (w *Worker) listenLoop(ctx context.Context) {
 // channel, calls listening, then notified for each notification, until
 // ctx ends or the connection fails. The connection is closed afterwards,
 // never given back to the pool still listening.
-func (q *Queue) listen(ctx context.Context, listening, notified func()) error {
+func (q *Queue) listen(ctx context.Context, listening func(), notified func(payload string)) error {
 	conn, err := q.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -73,11 +76,12 @@ func (q *Queue) listen(ctx context.Context, listening, notified func()) error {
 		}
 		listening()
 		for {
-			if _, err := pc.WaitForNotification(ctx); err != nil {
+			n, err := pc.WaitForNotification(ctx)
+			if err != nil {
 				// driver.ErrBadConn: database/sql closes the connection.
 				return errors.Join(err, driver.ErrBadConn)
 			}
-			notified()
+			notified(n.Payload)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -31,8 +32,34 @@ import (
 // A wait ends early when the worker is woken (Wake): by the queue after an
 // enqueue it committed itself, in the same process (Queue.Enqueue with a
 // *sql.DB), by the application after committing its own transaction, or
-// on PostgreSQL by a notification (listen.go). A woken worker claims at
-// once, without the look.
+// on PostgreSQL by a notification (listen.go), which reaches every worker
+// of the lane in every process.
+//
+// Standing back. Many workers on one lane, each polling at the interval,
+// poll the lane many times per interval, and every notification made each
+// of them claim at once. With 16 workers most claims of a steady trickle
+// came back empty (the row that the look saw or the notification announced
+// had been taken by another worker's claim meanwhile), and on PostgreSQL
+// 16 workers made six claims per mail. So a worker whose claim came back
+// empty although a row was due (its look saw one, or a wake that came
+// during its wait announced one) stands back a step, up to maxStandBack:
+// its poll waits are twice as long per step, and a wake no longer makes it
+// claim at once. It lets wakeDelay pass, then looks, and claims only if
+// the mail is still there: on PostgreSQL it asks whether the row that the
+// notification announced is still pending (stillWaiting), which is false
+// when a worker in front took it. The workers that keep taking the mail
+// stay in front and answer wakes at once, so a notification makes one
+// worker claim, not all of them. A worker steps forward one step after
+// stepForward claims in a row that took rows without one that came back
+// empty, and back to the front at once when, woken, it still found mail
+// that had been due for more than half of wakeDelay: nobody in front took
+// it sooner. (That reads the rows' due time, set by the enqueuing
+// process's clock; a clock behind the worker's makes rows look older and
+// brings workers to the front, which is the plain cadence.)
+
+// maxStandBack is the furthest a worker stands back: poll waits of up to
+// 2^maxStandBack poll intervals.
+const maxStandBack = 2
 
 // Wake makes the worker claim at once if it is waiting for its next poll;
 // when it is busy, its next wait is skipped. It never blocks. Call it after
@@ -47,23 +74,39 @@ func (w *Worker) Wake() {
 	}
 }
 
-// idle waits d, or less if the worker is woken (woken is then true) or ctx
-// ends.
-func (w *Worker) idle(ctx context.Context, d time.Duration) (woken bool) {
+// idle waits d, or less if the worker is woken (woken is then true, and
+// fresh when the wake came during the wait rather than before it) or ctx
+// ends. A worker standing back waits wakeDelay more after a wake.
+func (w *Worker) idle(ctx context.Context, d time.Duration) (woken, fresh bool) {
 	select {
-	case <-ctx.Done():
-		return false
 	case <-w.wake:
-		return true
-	case <-w.q.clock.After(d):
-		return false
+	default:
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-w.wake:
+			fresh = true
+		case <-w.q.clock.After(d):
+			return false, false
+		}
 	}
+	if w.back > 0 {
+		w.wokenFor = w.announced.Load()
+		wait(ctx, w.q.clock, w.wakeDelay())
+	}
+	return ctx.Err() == nil, fresh
+}
+
+// wakeDelay is how long a worker standing back lets a wake pass before it
+// looks: an eighth of the poll interval, at most 100 ms.
+func (w *Worker) wakeDelay() time.Duration {
+	return min(w.opts.PollInterval/8, 100*time.Millisecond)
 }
 
 // pollWait is the wait after a claim that found nothing: the poll
-// interval, ±25 %.
+// interval, twice as long per step the worker stands back, ±25 %.
 func (w *Worker) pollWait() time.Duration {
-	return withJitter(w.opts.PollInterval*3/4, 2.0/3)
+	return withJitter(w.opts.PollInterval<<w.back*3/4, 2.0/3)
 }
 
 // restWait is the wait after a claim that took n rows of the limit it
@@ -81,6 +124,32 @@ func (w *Worker) restWait(n, limit int) time.Duration {
 	d = d * time.Duration(limit-min(n, limit)) / time.Duration(limit)
 	return max(d, withJitter(w.opts.PollInterval/8, 1))
 }
+
+// standBack moves the worker back or to the front after a claim of n rows
+// (see Standing back above). expected: a look saw a due row, or a wake
+// announced one; woken: the wait before the claim was ended by a wake;
+// due is when the longest-waiting row claimed became due (unix ms).
+func (w *Worker) standBack(n int, expected, woken bool, due int64) {
+	switch {
+	case n == 0 && expected:
+		w.back = min(w.back+1, maxStandBack)
+		w.served = 0
+	case n == 0 || w.back == 0:
+	case woken:
+		if w.q.clock.Now().UnixMilli()-due > (w.wakeDelay() / 2).Milliseconds() {
+			w.back, w.served = 0, 0
+		}
+	default:
+		if w.served++; w.served >= stepForward {
+			w.back--
+			w.served = 0
+		}
+	}
+}
+
+// stepForward is how many claims in a row that took rows without one that
+// lost its row to another worker bring a worker one step to the front.
+const stepForward = 8
 
 // wakers are the workers of a Queue running in this process, which its own
 // enqueues wake.
@@ -122,4 +191,43 @@ func (q *Queue) anyDue(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("queue: looking for due mail: %w", err)
 	}
 	return true, nil
+}
+
+// stillWaiting reports whether the row id is still pending: not claimed
+// yet. A primary-key read, without a transaction or a lock.
+func (q *Queue) stillWaiting(ctx context.Context, id int64) (bool, error) {
+	var n int
+	err := q.db.QueryRowContext(ctx, q.d.bounded(`SELECT COUNT(*) FROM `+q.table+` WHERE id = ? AND status = ?`), id, StatusPending).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("queue: looking for due mail: %w", err)
+	}
+	return n > 0, nil
+}
+
+// look tells whether to claim after a wait: whether a row is due. A worker
+// standing back that was woken by a notification asks only whether the
+// last row announced when it was woken is still pending, wakeDelay later:
+// when a worker in front took it already, there is nothing for this one to
+// do.
+func (w *Worker) look(ctx context.Context, woken bool) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbBound)
+	defer cancel()
+	if id := w.wokenFor; woken && w.back > 0 && id > 0 {
+		return w.q.stillWaiting(ctx, id)
+	}
+	return w.q.anyDue(ctx)
+}
+
+// announce notes a notification's payload, the id of the row enqueued.
+func (w *Worker) announce(payload string) {
+	id, err := strconv.ParseInt(payload, 10, 64)
+	if err != nil {
+		return
+	}
+	for {
+		old := w.announced.Load()
+		if id <= old || w.announced.CompareAndSwap(old, id) {
+			return
+		}
+	}
 }

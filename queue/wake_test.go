@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,4 +113,111 @@ func TestRestWait(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStandBack: a worker whose claim came back empty although a row was
+// due stands back a step (up to maxStandBack, its polls twice as long per
+// step); an empty claim that nothing announced moves it nowhere; claims
+// that take rows bring it forward a step per stepForward of them, and a
+// woken worker standing back that still finds late mail comes to the
+// front at once.
+func TestStandBack(t *testing.T) {
+	const poll = 800 * time.Millisecond
+	w := &Worker{q: &Queue{clock: systemClock{}}, opts: WorkerOptions{PollInterval: poll}}
+	now := func() int64 { return time.Now().UnixMilli() }
+
+	w.standBack(0, false, false, 0)
+	assert.Equal(t, 0, w.back, "an empty claim nothing announced")
+	for want := 1; want <= maxStandBack+1; want++ {
+		w.standBack(0, true, true, 0)
+		assert.Equal(t, min(want, maxStandBack), w.back)
+	}
+	for range 100 {
+		if d := w.pollWait(); d < poll<<maxStandBack*3/4 || d > poll<<maxStandBack*5/4 {
+			t.Fatalf("pollWait standing back %d steps = %v", maxStandBack, d)
+		}
+	}
+	for range stepForward - 1 {
+		w.standBack(3, false, false, now())
+	}
+	assert.Equal(t, maxStandBack, w.back, "not yet")
+	w.standBack(0, true, false, 0)
+	for range stepForward - 1 {
+		w.standBack(3, false, false, now())
+	}
+	assert.Equal(t, maxStandBack, w.back, "an empty claim between starts the count again")
+	w.standBack(3, false, false, now())
+	assert.Equal(t, maxStandBack-1, w.back, "one step forward")
+
+	w.standBack(0, true, false, 0)
+	w.standBack(2, true, true, now())
+	assert.Equal(t, maxStandBack, w.back, "woken, found mail that had just come due: someone is in front")
+	w.standBack(2, true, true, now()-w.wakeDelay().Milliseconds())
+	assert.Equal(t, 0, w.back, "woken, found mail that had waited: nobody is in front")
+}
+
+// TestAnnounce: the highest id notified is kept; a payload that is not an
+// id (an older build's empty one) changes nothing.
+func TestAnnounce(t *testing.T) {
+	w := &Worker{}
+	for _, p := range []string{"7", "", "5", "x", "12", "9"} {
+		w.announce(p)
+	}
+	assert.Equal(t, int64(12), w.announced.Load())
+}
+
+// TestNotificationWakesOneWorker: on PostgreSQL every notification reaches
+// every listening worker. Four idle workers and mail enqueued one at a
+// time elsewhere: the workers that lose a mail to another stand back, look
+// whether the announced mail is still waiting before they claim, and do
+// not claim when it is taken; so the lane sees a claim or so per mail,
+// not one per worker (four claims per mail, three of them empty, before).
+func TestNotificationWakesOneWorker(t *testing.T) {
+	t.Parallel()
+	s := newPostgresStore(t)
+	ctx := context.Background()
+	const workers, mails = 4, 16
+	tr := newFuncTransport(nil)
+	var claims, empty atomic.Int64
+	var wg sync.WaitGroup
+	runCtx, cancel := context.WithCancel(ctx)
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for range workers {
+		w, err := NewWorker(newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil), tr, &WorkerOptions{
+			PollInterval: time.Hour, CleanupInterval: -1, Logger: quietLogger(),
+			Observer: &Observer{ClaimFunc: func(e ClaimEvent) {
+				claims.Add(1)
+				if e.Rows == 0 {
+					empty.Add(1)
+				}
+			}}})
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); assert.NoError(t, w.Run(runCtx)) }()
+	}
+	waitProgress(t, "the first claims", 20*time.Second, workers, func() int { return int(claims.Load()) })
+	waitProgress(t, "listening", 20*time.Second, workers, func() int {
+		var n int
+		require.NoError(t, s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+  WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&n))
+		return n
+	})
+	startClaims := claims.Load()
+
+	app := s.open(t)
+	producer := newQueue(t, app, Lane{RecipientLimit: NoLimit}, nil)
+	for i := range mails {
+		tx, err := app.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = producer.Enqueue(ctx, tx, testMessage(fmt.Sprintf("m%d@example.com", i)))
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
+		waitProgress(t, "sent after the notification", 20*time.Second, i+1, func() int { return int(tr.total.Load()) })
+	}
+	cancel()
+	wg.Wait()
+	assert.Equal(t, int64(mails), tr.total.Load(), "each mail sent once")
+	n := claims.Load() - startClaims
+	t.Logf("%d claims for %d mails, %d workers (%d empty in all)", n, mails, workers, empty.Load())
+	assert.Less(t, n, int64(mails*(workers+1)/2), "a notification made most workers claim")
 }
