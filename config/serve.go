@@ -125,13 +125,9 @@ func loadServe(sc *serveConfig, more bool) (*Serve, error) {
 // each lane's table), so that mailspool serve stores each event with the
 // lane and id of the mail it is about.
 func EventLinker(ctx context.Context, db *sql.DB, lanes []Lane) (inbound.LinkFunc, error) {
-	qs := make([]*queue.Queue, 0, len(lanes))
-	for _, l := range lanes {
-		q, err := queue.New(ctx, db, l.Lane, nil)
-		if err != nil {
-			return nil, fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
-		}
-		qs = append(qs, q)
+	qs, err := laneQueues(ctx, db, lanes)
+	if err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context, ids []string) (map[string]inbound.Link, error) {
 		found := map[string]inbound.Link{}
@@ -154,6 +150,19 @@ func EventLinker(ctx context.Context, db *sql.DB, lanes []Lane) (inbound.LinkFun
 	}, nil
 }
 
+// laneQueues opens the queue of each lane, for the event linkers.
+func laneQueues(ctx context.Context, db *sql.DB, lanes []Lane) ([]*queue.Queue, error) {
+	qs := make([]*queue.Queue, 0, len(lanes))
+	for _, l := range lanes {
+		q, err := queue.New(ctx, db, l.Lane, nil)
+		if err != nil {
+			return nil, fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
+		}
+		qs = append(qs, q)
+	}
+	return qs, nil
+}
+
 // linkChunk is how many provider ids one lookup names.
 const linkChunk = 200
 
@@ -163,13 +172,9 @@ const linkChunk = 200
 // one whose provider message id matches no mail. At most maxMessageLinks
 // ids are looked up per call.
 func EventMessageLinker(ctx context.Context, db *sql.DB, lanes []Lane) (inbound.LinkFunc, error) {
-	qs := make([]*queue.Queue, 0, len(lanes))
-	for _, l := range lanes {
-		q, err := queue.New(ctx, db, l.Lane, nil)
-		if err != nil {
-			return nil, fmt.Errorf("config: lane %s: %w", l.Lane.Name, err)
-		}
-		qs = append(qs, q)
+	qs, err := laneQueues(ctx, db, lanes)
+	if err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context, ids []string) (map[string]inbound.Link, error) {
 		found := map[string]inbound.Link{}
