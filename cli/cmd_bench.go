@@ -45,7 +45,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		o.AttachmentSize = n
 		return err
 	})
-	fs.BoolVar(&o.Priorities, "priorities", false, "enqueue mail with priorities 0..9 in turn instead of the default, to measure what they cost the claim")
+	fs.StringVar(&o.Priorities, "priorities", "", "enqueue mail with priorities instead of the default, to measure what they cost the claim: "+bench.PrioritiesMix+" (one mail in 20 at priority 9, the rest at the default) or "+bench.PrioritiesInterleave+" (priorities 0..9 in turn: the worst case for where a claim's rows lie)")
 	fs.IntVar(&o.Repeat, "repeat", 1, "run the whole benchmark N times (the algorithms in turn within each run), then print each algorithm's median, least and greatest figures on a bench-summary line")
 	fs.DurationVar(&o.Stall, "stall", bench.DefaultStall, "give up when no mail was delivered for this long; what is undelivered then is lost")
 	asJSON := fs.Bool("json", false, "print the results as JSON (one object per line) instead of bench lines")

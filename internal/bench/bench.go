@@ -78,9 +78,10 @@ type Options struct {
 	// resident memory (Result.RSSMB, with Processes) against the encoded
 	// size of the mails in flight (Result.InFlightMB).
 	AttachmentSize int
-	// Priorities enqueues mail number i with priority i % 10 instead of
-	// the default, to measure what priorities cost the claim.
-	Priorities bool
+	// Priorities gives the mails priorities instead of the default, to
+	// measure what priorities cost the claim (see PrioritiesMix and
+	// PrioritiesInterleave); "" enqueues every mail at the default.
+	Priorities string
 	// Table is the lane table (default: a fresh name each run,
 	// mailspool_bench_ and 8 hex digits). Names beginning mailspool_ are
 	// refused, except mailspool_bench...
@@ -160,6 +161,8 @@ func (o *Options) setDefaults() error {
 		return errors.New("bench: the steady run measures the mailspool algorithm only")
 	case o.Steady && o.OnDrain != nil:
 		return errors.New("bench: a steady run's drain runs beside its producers: OnDrain cannot time it alone")
+	case o.Priorities != "" && o.Priorities != PrioritiesMix && o.Priorities != PrioritiesInterleave:
+		return fmt.Errorf("bench: priorities %q: want %s or %s", o.Priorities, PrioritiesMix, PrioritiesInterleave)
 	case len(o.Table) > 40:
 		return fmt.Errorf("bench: table name %q longer than 40 bytes", o.Table)
 	}
@@ -227,6 +230,9 @@ type Result struct {
 	Steady   bool    `json:"steady,omitempty"`
 	E2EP50MS float64 `json:"e2e_p50_ms,omitempty"`
 	E2EP99MS float64 `json:"e2e_p99_ms,omitempty"`
+	// Priorities is Options.Priorities: how the mails' priorities were
+	// given ("" when all were at the default).
+	Priorities string `json:"priorities,omitempty"`
 	// SMTPConnections is how many connections the SMTP server accepted
 	// (SMTP runs only): the adapter reuses its connections across sends.
 	SMTPConnections int `json:"smtp_connections,omitempty"`
@@ -259,6 +265,9 @@ func (r *Result) Line() string {
 	}
 	if r.Steady {
 		fields = append(fields, "steady=true", "e2e_p50_ms="+ms(r.E2EP50MS), "e2e_p99_ms="+ms(r.E2EP99MS))
+	}
+	if r.Priorities != "" {
+		fields = append(fields, "priorities="+r.Priorities)
 	}
 	fields = append(fields, "table="+r.Table)
 	if r.DB != "" {

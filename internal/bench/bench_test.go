@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/mailspool/mailspool/queue"
 	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/mailspool/mailspool/queue/dburl/dburltest"
 	"github.com/stretchr/testify/require"
@@ -209,6 +211,50 @@ func TestReuseHistory(t *testing.T) {
 	require.Equal(t, 150, n, "100 history rows and this run's 50 mails")
 }
 
+// TestPriorities: the mix gives one mail in twenty the highest priority
+// and leaves the rest at the default; the interleave gives each of the
+// ten priorities to a tenth of the mails. The second run reuses the first
+// one's history (on PostgreSQL, vacuumed).
+func TestPriorities(t *testing.T) {
+	for name, url := range map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "bench.db") },
+		"postgres": func(t *testing.T) string { return dburltest.Postgres.Fresh(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			url := url(t)
+			db, err := dburl.Open(url)
+			require.NoError(t, err)
+			defer db.Close()
+			var progress strings.Builder
+			for _, c := range []struct {
+				mode string
+				want map[int]int // priority: mails
+			}{
+				{PrioritiesMix, map[int]int{queue.MaxPriority: 10, queue.DefaultPriority: 190}},
+				{PrioritiesInterleave, map[int]int{0: 20, 1: 20, 2: 20, 3: 20, 4: 20, 5: 20, 6: 20, 7: 20, 8: 20, 9: 20}},
+			} {
+				results, err := Run(context.Background(), Options{DB: url, Workers: 2, Producers: 2, Messages: 200, History: 40,
+					Priorities: c.mode, PollInterval: 20 * time.Millisecond, Progress: &progress, Table: "prio", Keep: true})
+				require.NoError(t, err, progress.String())
+				require.NoError(t, results[0].Err())
+				require.Equal(t, c.mode, results[0].Priorities)
+				require.Contains(t, results[0].Line(), " priorities="+c.mode+" ")
+				rows, err := db.Query(`SELECT ` + fmt.Sprint(queue.MaxPriority) + ` - nice, COUNT(*) FROM prio WHERE template <> '` + historyTemplate + `' GROUP BY nice`)
+				require.NoError(t, err)
+				got := map[int]int{}
+				for rows.Next() {
+					var p, n int
+					require.NoError(t, rows.Scan(&p, &n))
+					got[p] = n
+				}
+				require.NoError(t, rows.Err())
+				require.Equal(t, c.want, got, c.mode)
+			}
+			require.Contains(t, progress.String(), "reusing the 40 history rows")
+		})
+	}
+}
+
 func TestFinishCountsDuplicatesAndLost(t *testing.T) {
 	tr := newTracker([]string{"a", "b", "c"})
 	start := time.Now()
@@ -258,6 +304,7 @@ func TestOptionsRefuseNonsense(t *testing.T) {
 		{DB: "sqlite:x.db", Algorithm: Classic, Steady: true},
 		{DB: "sqlite:x.db", Steady: true, OnDrain: func() func() { return func() {} }},
 		{DB: "sqlite:x.db", Latency: -time.Second},
+		{DB: "sqlite:x.db", Priorities: "urgent"},
 	} {
 		_, err := Run(context.Background(), o)
 		require.Error(t, err, "%+v", o)

@@ -40,6 +40,7 @@ type drainStats struct {
 
 func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, error) {
 	r := newResult(admin, o, Mailspool)
+	r.Priorities = o.Priorities
 	label := "mailspool"
 	if err := prepareLane(ctx, admin, o); err != nil {
 		return nil, err
@@ -78,8 +79,8 @@ func runMailspool(ctx context.Context, admin *sql.DB, o *Options) (*Result, erro
 				if o.Limits {
 					opts = append(opts, queue.ClientIP(fmt.Sprintf("192.0.2.%d", i%250+1)))
 				}
-				if o.Priorities {
-					opts = append(opts, queue.Priority(i%10))
+				if p, ok := priorityOf(o.Priorities, i); ok {
+					opts = append(opts, queue.Priority(p))
 				}
 				m := message(run, i)
 				if file != nil {
@@ -331,4 +332,30 @@ func (o *Options) concurrency() int {
 		return o.Concurrency
 	}
 	return 8 // queue.WorkerOptions' default
+}
+
+// Priority modes of Options.Priorities.
+const (
+	// PrioritiesMix is transactional mail in a bulk lane: one mail in
+	// twenty (a password reset, a receipt) at the highest priority, the
+	// rest at the default. The urgent mail is claimed first, one row in
+	// twenty of the table's.
+	PrioritiesMix = "mix"
+	// PrioritiesInterleave is the worst case for where the rows lie: mail
+	// number i at priority i % 10, so that the rows of one priority, which
+	// a claim takes together, lie one in ten in the table.
+	PrioritiesInterleave = "interleave"
+)
+
+// priorityOf is mail i's priority under mode; false: the default.
+func priorityOf(mode string, i int) (int, bool) {
+	switch mode {
+	case PrioritiesMix:
+		if i%20 == 0 {
+			return queue.MaxPriority, true
+		}
+	case PrioritiesInterleave:
+		return i % 10, true
+	}
+	return 0, false
 }
