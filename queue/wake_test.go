@@ -156,6 +156,107 @@ func TestStandBack(t *testing.T) {
 	assert.Equal(t, 0, w.back, "woken, found mail that had waited: nobody is in front")
 }
 
+// TestShareLane: a claim after a timed wait whose rows had been due for
+// less than a quarter of the poll interval (others claim the lane often)
+// spreads the worker's waits out a quarter at a time, up to
+// 2^maxStandBack intervals with standing back counted in; rows that had
+// waited more than half an interval draw it back in; a claim a wake
+// started, or one that found nothing, changes nothing.
+func TestShareLane(t *testing.T) {
+	const poll = 800 * time.Millisecond
+	w := &Worker{q: &Queue{clock: systemClock{}}, opts: WorkerOptions{PollInterval: poll}}
+	start := time.Now()
+	at := func(waited time.Duration) int64 { return start.Add(-waited).UnixMilli() }
+	between := func(lo, hi time.Duration) {
+		t.Helper()
+		for range 100 {
+			if d := w.pollWait(); d < lo || d > hi {
+				t.Fatalf("pollWait at spread %.2f, back %d = %v, want %v to %v", w.spread, w.back, d, lo, hi)
+			}
+		}
+	}
+
+	w.shareLane(5, true, start, at(0))
+	w.shareLane(0, false, start, 0)
+	w.shareLane(5, false, start, at(poll/3))
+	assert.Zero(t, w.spread, "woken, empty, or rows that waited a third of the interval")
+	between(poll*3/4, poll*5/4)
+
+	w.shareLane(5, false, start, at(poll/5))
+	assert.InDelta(t, spreadStep, w.spread, 1e-9)
+	between(time.Duration(float64(poll)*spreadStep*3/4), time.Duration(float64(poll)*spreadStep*5/4))
+	for range 20 {
+		w.shareLane(5, false, start, at(0))
+	}
+	assert.InDelta(t, 1<<maxStandBack, w.spread, 1e-9, "spread out as far as it goes")
+	between(poll<<maxStandBack*3/4, poll<<maxStandBack*5/4)
+	w.back = 1
+	between(poll<<maxStandBack*3/4, poll<<maxStandBack*5/4) // standing back adds nothing past the limit
+	w.back = 0
+
+	w.shareLane(5, false, start, at(poll/3))
+	assert.InDelta(t, 1<<maxStandBack, w.spread, 1e-9, "a third of the interval: as it was")
+	w.shareLane(5, false, start, at(poll))
+	assert.InDelta(t, (1<<maxStandBack)/spreadStep, w.spread, 1e-9, "drawn in a step")
+	for range 20 {
+		w.shareLane(5, false, start, at(poll))
+	}
+	assert.InDelta(t, 1, w.spread, 1e-9, "drawn back to the interval")
+	between(poll*3/4, poll*5/4)
+}
+
+// TestWorkersShareTheLane: twelve workers polling a lane every 200 ms
+// while mail arrives steadily (committed by the application, nothing
+// wakes them) would claim it sixty times a second, each claim taking a
+// few rows; spreading their waits out, they claim it about as often as
+// four workers would, and every mail is still sent.
+func TestWorkersShareTheLane(t *testing.T) {
+	t.Parallel()
+	s := newSQLiteStore(t)
+	ctx := context.Background()
+	const workers, poll, mails = 12, 200 * time.Millisecond, 800
+	tr := newFuncTransport(nil)
+	var claims atomic.Int64
+	var wg sync.WaitGroup
+	runCtx, cancel := context.WithCancel(ctx)
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for range workers {
+		w, err := NewWorker(newQueue(t, s.open(t), Lane{RecipientLimit: NoLimit}, nil), tr, &WorkerOptions{
+			PollInterval: poll, CleanupInterval: -1, Logger: quietLogger(),
+			Observer: &Observer{ClaimFunc: func(e ClaimEvent) {
+				if e.Rows > 0 {
+					claims.Add(1)
+				}
+			}}})
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); assert.NoError(t, w.Run(runCtx)) }()
+	}
+
+	app := s.open(t)
+	producer := newQueue(t, app, Lane{RecipientLimit: NoLimit}, nil)
+	var counted int64
+	var began time.Time
+	for i := range mails {
+		if i == mails/4 { // the workers have had a second and more to settle
+			counted, began = claims.Load(), time.Now()
+		}
+		tx, err := app.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = producer.Enqueue(ctx, tx, testMessage(fmt.Sprintf("m%d@example.com", i)))
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
+		time.Sleep(5 * time.Millisecond)
+	}
+	n, took := claims.Load()-counted, time.Since(began)
+	waitProgress(t, "sending", 20*time.Second, mails, func() int { return int(tr.total.Load()) })
+	perPoll := float64(n) / (took.Seconds() / poll.Seconds())
+	t.Logf("%d claims that took mail in %v: %.1f per poll interval, %d workers", n, took.Round(time.Millisecond), perPoll, workers)
+	// Claims after a wait of about the interval each: about 12 per
+	// interval. Shared: 2 to 4 (a claim every half to quarter interval).
+	assert.Less(t, perPoll, float64(workers)/2, "the workers claim the lane as if each were alone on it")
+}
+
 // TestAnnounce: the highest id notified is kept; a payload that is not an
 // id (an older build's empty one) changes nothing.
 func TestAnnounce(t *testing.T) {

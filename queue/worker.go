@@ -141,6 +141,10 @@ type Worker struct {
 	// due (unix ms); the claim loop's own (wake.go).
 	back, served int
 	claimedDue   int64
+	// spread is how far the worker spreads its poll waits out because
+	// other workers claim the lane often (shareLane): a factor from 1 to
+	// 2^maxStandBack, 0 before the first claim; the claim loop's own.
+	spread float64
 	// sendTime is the moving average of a send's duration (ns; 0 before
 	// the first send): claimLimit sizes claims by it.
 	sendTime atomic.Int64
@@ -388,6 +392,7 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 		case <-time.After(time.Second): // check the store again
 			continue
 		}
+		start := clock.Now()
 		n, done, err := w.dispatch(ctx, limit)
 		processed += n
 		call(w.observer().ClaimFunc, ClaimEvent{Lane: w.q.lane.Name, Rows: n, Err: err})
@@ -402,6 +407,9 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 			}()
 		} else {
 			<-inFlight
+		}
+		if err == nil {
+			w.shareLane(n, woken, start, w.claimedDue)
 		}
 		switch {
 		case err != nil && ctx.Err() != nil: // a claim cut short by shutdown is no failure
