@@ -178,10 +178,12 @@ func (w *Worker) restWait(n, limit int) time.Duration {
 }
 
 // standBack moves the worker back or to the front after a claim of n rows
-// (see Standing back above). expected: a look saw a due row, or a wake
-// announced one; woken: the wait before the claim was ended by a wake;
-// due is when the longest-waiting row claimed became due (unix ms).
-func (w *Worker) standBack(n int, expected, woken bool, due int64) {
+// that began at start (see Standing back above). expected: a look saw a
+// due row, or a wake announced one; woken: the wait before the claim was
+// ended by a wake; due is when the longest-waiting row claimed became due
+// (unix ms). On PostgreSQL a worker standing back as far as it goes does
+// not listen for notifications (listen.go).
+func (w *Worker) standBack(n int, expected, woken bool, start time.Time, due int64) {
 	switch {
 	case n == 0 && expected:
 		w.back = min(w.back+1, maxStandBack)
@@ -191,11 +193,21 @@ func (w *Worker) standBack(n int, expected, woken bool, due int64) {
 		if w.q.clock.Now().UnixMilli()-due > (w.wakeDelay() / 2).Milliseconds() {
 			w.back, w.served = 0, 0
 		}
+	case w.unlisten.Load() && start.UnixMilli()-due > w.opts.PollInterval.Milliseconds():
+		// Not listening, and the mail had waited a whole poll interval:
+		// perhaps nobody listens any more. (Not on the other stores,
+		// where nobody listens: there a backlog's old rows brought
+		// workers standing back to the front at its every short claim,
+		// and 16 of them drained it at 79-96 % of 4 instead of 90-110.)
+		w.back, w.served = 0, 0
 	default:
 		if w.served++; w.served >= stepForward {
 			w.back--
 			w.served = 0
 		}
+	}
+	if w.q.d.postgres {
+		w.setListening(w.back < maxStandBack)
 	}
 }
 

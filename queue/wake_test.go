@@ -123,13 +123,13 @@ func TestRestWait(t *testing.T) {
 // front at once.
 func TestStandBack(t *testing.T) {
 	const poll = 800 * time.Millisecond
-	w := &Worker{q: &Queue{clock: systemClock{}}, opts: WorkerOptions{PollInterval: poll}}
+	w := &Worker{q: &Queue{clock: systemClock{}, d: dialect{postgres: true}}, opts: WorkerOptions{PollInterval: poll}}
 	now := func() int64 { return time.Now().UnixMilli() }
 
-	w.standBack(0, false, false, 0)
+	w.standBack(0, false, false, time.Now(), 0)
 	assert.Equal(t, 0, w.back, "an empty claim nothing announced")
 	for want := 1; want <= maxStandBack+1; want++ {
-		w.standBack(0, true, true, 0)
+		w.standBack(0, true, true, time.Now(), 0)
 		assert.Equal(t, min(want, maxStandBack), w.back)
 	}
 	for range 100 {
@@ -138,22 +138,43 @@ func TestStandBack(t *testing.T) {
 		}
 	}
 	for range stepForward - 1 {
-		w.standBack(3, false, false, now())
+		w.standBack(3, false, false, time.Now(), now())
 	}
 	assert.Equal(t, maxStandBack, w.back, "not yet")
-	w.standBack(0, true, false, 0)
+	w.standBack(0, true, false, time.Now(), 0)
 	for range stepForward - 1 {
-		w.standBack(3, false, false, now())
+		w.standBack(3, false, false, time.Now(), now())
 	}
 	assert.Equal(t, maxStandBack, w.back, "an empty claim between starts the count again")
-	w.standBack(3, false, false, now())
+	w.standBack(3, false, false, time.Now(), now())
 	assert.Equal(t, maxStandBack-1, w.back, "one step forward")
 
-	w.standBack(0, true, false, 0)
-	w.standBack(2, true, true, now())
+	w.standBack(0, true, false, time.Now(), 0)
+	w.standBack(2, true, true, time.Now(), now())
 	assert.Equal(t, maxStandBack, w.back, "woken, found mail that had just come due: someone is in front")
-	w.standBack(2, true, true, now()-w.wakeDelay().Milliseconds())
+	w.standBack(2, true, true, time.Now(), now()-w.wakeDelay().Milliseconds())
 	assert.Equal(t, 0, w.back, "woken, found mail that had waited: nobody is in front")
+	assert.False(t, w.unlisten.Load(), "in front: listening")
+
+	for range maxStandBack {
+		w.standBack(0, true, false, time.Now(), 0)
+	}
+	assert.True(t, w.unlisten.Load(), "standing back all the way: not listening")
+	w.standBack(3, false, false, time.Now(), now()-(poll/2).Milliseconds())
+	assert.Equal(t, maxStandBack, w.back, "mail that waited half an interval: someone is in front")
+	w.standBack(3, false, false, time.Now(), now()-(poll*3/2).Milliseconds())
+	assert.Equal(t, 0, w.back, "not listening, mail that waited longer than an interval: perhaps nobody listens")
+	assert.False(t, w.unlisten.Load(), "back in front: listening again")
+
+	// Where nobody listens (MySQL, SQLite), old mail is a backlog, not a
+	// sign that the front is empty: the worker steps forward as before.
+	w = &Worker{q: &Queue{clock: systemClock{}}, opts: WorkerOptions{PollInterval: poll}}
+	for range maxStandBack {
+		w.standBack(0, true, false, time.Now(), 0)
+	}
+	w.standBack(3, false, false, time.Now(), now()-(poll*3/2).Milliseconds())
+	assert.Equal(t, maxStandBack, w.back, "a backlog's old mail")
+	assert.False(t, w.unlisten.Load(), "nothing to stop listening to")
 }
 
 // TestShareLane: a claim after a timed wait whose rows had been due for
@@ -255,6 +276,41 @@ func TestWorkersShareTheLane(t *testing.T) {
 	// Claims after a wait of about the interval each: about 12 per
 	// interval. Shared: 2 to 4 (a claim every half to quarter interval).
 	assert.Less(t, perPoll, float64(workers)/2, "the workers claim the lane as if each were alone on it")
+}
+
+// TestStandingBackStopsListening: on PostgreSQL a worker standing back
+// all the way closes its listening connection (every notification costs
+// each listener), and listens again when it comes forward, claiming at
+// once what was enqueued meanwhile.
+func TestStandingBackStopsListening(t *testing.T) {
+	t.Parallel()
+	s := newPostgresStore(t)
+	ctx := context.Background()
+	listeners := func() int {
+		var n int
+		require.NoError(t, s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+  WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&n))
+		return n
+	}
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	tr := newFuncTransport(nil)
+	w := idleWorker(t, q, tr)
+	waitProgress(t, "listening", 20*time.Second, 1, listeners)
+
+	w.setListening(false)
+	waitProgress(t, "the listening connection closed", 20*time.Second, 1, func() int { return 1 - listeners() })
+
+	app := s.open(t)
+	producer := newQueue(t, app, Lane{RecipientLimit: NoLimit}, nil)
+	tx, err := app.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = producer.Enqueue(ctx, tx, testMessage("late@example.com"))
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+
+	w.setListening(true)
+	waitProgress(t, "listening again", 20*time.Second, 1, listeners)
+	waitProgress(t, "sent once it listened again", 20*time.Second, 1, func() int { return int(tr.total.Load()) })
 }
 
 // TestAnnounce: the highest id notified is kept; a payload that is not an

@@ -130,6 +130,11 @@ type Worker struct {
 	running *sync.WaitGroup
 	// wake wakes the claim loop from its wait (Wake).
 	wake chan struct{}
+	// unlisten is set while the worker stands back too far to listen for
+	// notifications (PostgreSQL), and listenChange tells its listenLoop
+	// that it changed (setListening).
+	unlisten     atomic.Bool
+	listenChange chan struct{}
 	// announced is the highest row id a notification announced
 	// (PostgreSQL), 0 before the first.
 	announced atomic.Int64
@@ -168,7 +173,8 @@ func NewWorker(q *Queue, tr transport.Transport, opts *WorkerOptions) (*Worker, 
 		return nil, err
 	}
 	w := &Worker{q: q, tr: tr, opts: o, log: o.Logger.With("lane", q.lane.Name, "worker", o.ID),
-		slots: make(chan struct{}, o.Concurrency), resume: make(chan struct{}, 1), abandon: make(chan struct{}), wake: make(chan struct{}, 1)}
+		slots: make(chan struct{}, o.Concurrency), resume: make(chan struct{}, 1), abandon: make(chan struct{}), wake: make(chan struct{}, 1),
+		listenChange: make(chan struct{}, 1)}
 	w.brk.policy = q.lane.Retry
 	w.cursor.suspects = o.Concurrency
 	return w, nil
@@ -433,7 +439,7 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 		case n < limit && !w.cursor.cut:
 			contended.reset()
 			retry.reset()
-			w.standBack(n, expected, woken, w.claimedDue)
+			w.standBack(n, expected, woken, start, w.claimedDue)
 			woken, fresh = w.idle(ctx, w.restWait(n, limit))
 			look = !woken || w.back > 0
 			continue
