@@ -61,28 +61,33 @@ import (
 // a lane four times as often as 4 do: their claims take a quarter of the
 // rows each, and the lane pays four times the claims, looks and outcome
 // writes for the same mail (bench --steady, MariaDB, 50 ms poll: 16
-// workers drained at 66-86 % of the rate of 4, with 1.1-1.5 times their
+// workers drained at 66-88 % of the rate of 4, with 1.1-1.5 times their
 // CPU per mail, and sent mail sooner than the poll interval asks). So a
 // worker reads, from each claim it made after a timed wait, how long the
 // longest-waiting row it took had been due when the claim began: about
 // the time since the lane's previous claim, by any worker. When that is
 // under a quarter of the poll interval, others claim the lane often
 // enough, and the worker spreads its waits out, a quarter longer each
-// time, up to 2^maxStandBack poll intervals in all; when it is over half
-// an interval, it draws them back in. The lane then settles at a claim
-// every quarter to half interval, about what four workers polling at the
-// interval give, whatever the number of workers (16 workers: 80-116 % of
-// the rate of 4 in the same runs, p99 from commit to send 68-89 ms). A
-// worker alone on a lane is not slowed: its own waits are the gaps, and
-// they are that short only after nearly full claims, whose short wait
-// (restWait's least) does not spread. A claim
-// that a wake started is not read: a wake claims at once whatever the
-// spread, and the rows it finds are fresh because they were announced,
-// not because the lane is crowded.
+// time, up to maxSpread intervals; when it is over half an interval, it
+// draws them back in. Spreading up to four intervals claimed the lane
+// about as often as 4 workers do (16 workers at 80-116 % of the rate of
+// 4), but workers that a stall of the database had brought into step
+// then waited four intervals together: p99 from commit to send 105-155
+// ms at 16 workers in one window (62-110 ms at 4). Up to two: 85-88 %,
+// p99 58-77 ms. A worker alone on a lane is not slowed: its own waits
+// are the gaps, and they are that short only after nearly full claims,
+// whose short wait (restWait's least) does not spread. A claim that a
+// wake started is not read: a wake claims at once whatever the spread,
+// and the rows it finds are fresh because they were announced, not
+// because the lane is crowded.
 
 // spreadStep is the factor by which a worker spreads its waits out, or
 // draws them in, after a claim.
 const spreadStep = 1.25
+
+// maxSpread is the furthest a worker spreads its waits out: twice the poll
+// interval (see Sharing the lane for why not further).
+const maxSpread = 2
 
 // shareLane spreads the worker's waits out or draws them in after a claim
 // of n rows that began at start, the longest-waiting of them due since due
@@ -97,7 +102,7 @@ func (w *Worker) shareLane(n int, woken bool, start time.Time, due int64) {
 	waited := time.Duration(start.UnixMilli()-due) * time.Millisecond
 	switch {
 	case waited < w.opts.PollInterval/4:
-		w.spread = min(max(w.spread, 1)*spreadStep, 1<<maxStandBack)
+		w.spread = min(max(w.spread, 1)*spreadStep, maxSpread)
 	case waited > w.opts.PollInterval/2:
 		w.spread = max(w.spread/spreadStep, 1)
 	}
@@ -153,8 +158,8 @@ func (w *Worker) wakeDelay() time.Duration {
 
 // pollWait is the wait after a claim that found nothing: the poll
 // interval, twice as long per step the worker stands back and spread out
-// as the lane's other claimers allow (shareLane), at most 2^maxStandBack
-// intervals, ±25 %.
+// as the lane's other claimers allow (shareLane, up to maxSpread), at
+// most 2^maxStandBack intervals in all, ±25 %.
 func (w *Worker) pollWait() time.Duration {
 	d := time.Duration(float64(w.opts.PollInterval<<w.back) * max(w.spread, 1))
 	d = min(d, w.opts.PollInterval<<maxStandBack)
