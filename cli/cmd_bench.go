@@ -21,7 +21,7 @@ import (
 )
 
 func runBench(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench", "[--db URL] [--table T [--keep]] [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--steady] [--algorithm mailspool|classic|both] [--repeat N] [--json]")
+	fs := newFlagSet(e, "bench", "[--db URL] [--table T [--keep]] [--workers W] [--producers P] [--messages M] [--latency D] [--history H] [--processes] [--steady] [--algorithm mailspool|classic|both] [--priorities mix|interleave] [--repeat N] [--json]")
 	var o bench.Options
 	db := fs.String("db", "", "database URL to measure (default: a temporary SQLite file, removed at the end; $MAILSPOOL_DATABASE and the config's database are never used)")
 	cfgPath := fs.String("config", "", "TOML config file whose lanes' tables the run refuses to use (default: $MAILSPOOL_CONFIG, ./mailspool.toml or "+config.SystemPath+", else the default lane's table, "+queue.DefaultTable+")")
@@ -71,6 +71,16 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		if n.v < 1 || n.v > n.max {
 			return usageError{fmt.Sprintf("%s %d: want 1 to %d", n.flag, n.v, n.max)}
 		}
+	}
+	switch o.Algorithm {
+	case bench.Mailspool, bench.Classic, bench.Both:
+	default:
+		return usageError{fmt.Sprintf("--algorithm %q: want %s, %s or %s", o.Algorithm, bench.Mailspool, bench.Classic, bench.Both)}
+	}
+	switch o.Priorities {
+	case "", bench.PrioritiesMix, bench.PrioritiesInterleave:
+	default:
+		return usageError{fmt.Sprintf("--priorities %q: want %s or %s", o.Priorities, bench.PrioritiesMix, bench.PrioritiesInterleave)}
 	}
 	if o.Steady && *drainProfile != "" {
 		return usageError{"--steady and --drain-cpuprofile: a steady run's drain runs beside its producers; use --cpuprofile"}
