@@ -273,6 +273,10 @@ func TestWorkersShareTheLane(t *testing.T) {
 	}
 	n, took := claims.Load()-counted, time.Since(began)
 	waitProgress(t, "sending", 20*time.Second, mails, func() int { return int(tr.total.Load()) })
+	// Stopped before their outcomes are written, the workers would say so.
+	waitProgress(t, "recording", 20*time.Second, mails, func() int {
+		return countRows(t, app, producer.lane.Table, "status = ?", StatusSent)
+	})
 	perPoll := float64(n) / (took.Seconds() / poll.Seconds())
 	t.Logf("%d claims that took mail in %v: %.1f per poll interval, %d workers", n, took.Round(time.Millisecond), perPoll, workers)
 	// Each claiming after a wait of about the interval: 8.9 per interval
@@ -314,6 +318,8 @@ func TestStandingBackStopsListening(t *testing.T) {
 	w.setListening(true)
 	waitProgress(t, "listening again", 20*time.Second, 1, listeners)
 	waitProgress(t, "sent once it listened again", 20*time.Second, 1, func() int { return int(tr.total.Load()) })
+	// Stopped before the outcome is written, the worker would say so.
+	waitProgress(t, "recording", 20*time.Second, 1, func() int { return countRows(t, app, q.lane.Table, "status = ?", StatusSent) })
 }
 
 // TestAnnounce: the highest id notified is kept; a payload that is not an
@@ -374,6 +380,8 @@ func TestNotificationWakesOneWorker(t *testing.T) {
 		require.NoError(t, tx.Commit())
 		waitProgress(t, "sent after the notification", 20*time.Second, i+1, func() int { return int(tr.total.Load()) })
 	}
+	// Stopped before their outcomes are written, the workers would say so.
+	waitProgress(t, "recording", 20*time.Second, mails, func() int { return countRows(t, app, producer.lane.Table, "status = ?", StatusSent) })
 	cancel()
 	wg.Wait()
 	assert.Equal(t, int64(mails), tr.total.Load(), "each mail sent once")
