@@ -72,15 +72,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			return usageError{fmt.Sprintf("%s %d: want 1 to %d", n.flag, n.v, n.max)}
 		}
 	}
-	switch o.Algorithm {
-	case bench.Mailspool, bench.Classic, bench.Both:
-	default:
-		return usageError{fmt.Sprintf("--algorithm %q: want %s, %s or %s", o.Algorithm, bench.Mailspool, bench.Classic, bench.Both)}
-	}
-	switch o.Priorities {
-	case "", bench.PrioritiesMix, bench.PrioritiesInterleave:
-	default:
-		return usageError{fmt.Sprintf("--priorities %q: want %s or %s", o.Priorities, bench.PrioritiesMix, bench.PrioritiesInterleave)}
+	// Refused before anything is opened, as usage errors.
+	for _, err := range []error{bench.CheckAlgorithm(o.Algorithm), bench.CheckPriorities(o.Priorities)} {
+		if err != nil {
+			return usageError{"--" + err.Error()}
+		}
 	}
 	if o.Steady && *drainProfile != "" {
 		return usageError{"--steady and --drain-cpuprofile: a steady run's drain runs beside its producers; use --cpuprofile"}

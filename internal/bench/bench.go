@@ -153,20 +153,40 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("bench: at most %d workers, %d producers and %d messages (got %d, %d, %d)", MaxWorkers, MaxProducers, MaxMessages, o.Workers, o.Producers, o.Messages)
 	case o.Latency < 0 || o.History < 0 || o.Stall < 0 || o.PollInterval < 0 || o.Batch < 0 || o.Concurrency < 0:
 		return errors.New("bench: negative latency, history, stall, poll interval, batch or concurrency")
-	case o.Algorithm != Mailspool && o.Algorithm != Classic && o.Algorithm != Both:
-		return fmt.Errorf("bench: algorithm %q: want %s, %s or %s", o.Algorithm, Mailspool, Classic, Both)
+	case CheckAlgorithm(o.Algorithm) != nil:
+		return fmt.Errorf("bench: %w", CheckAlgorithm(o.Algorithm))
 	case o.SMTP && o.Algorithm != Mailspool:
 		return errors.New("bench: the SMTP run measures the mailspool algorithm only")
 	case o.Steady && o.Algorithm != Mailspool:
 		return errors.New("bench: the steady run measures the mailspool algorithm only")
 	case o.Steady && o.OnDrain != nil:
 		return errors.New("bench: a steady run's drain runs beside its producers: OnDrain cannot time it alone")
-	case o.Priorities != "" && o.Priorities != PrioritiesMix && o.Priorities != PrioritiesInterleave:
-		return fmt.Errorf("bench: priorities %q: want %s or %s", o.Priorities, PrioritiesMix, PrioritiesInterleave)
+	case CheckPriorities(o.Priorities) != nil:
+		return fmt.Errorf("bench: %w", CheckPriorities(o.Priorities))
 	case len(o.Table) > 40:
 		return fmt.Errorf("bench: table name %q longer than 40 bytes", o.Table)
 	}
 	return nil
+}
+
+// CheckAlgorithm reports whether a is an algorithm Run knows
+// (Options.Algorithm), saying which ones it knows when not.
+func CheckAlgorithm(a string) error {
+	switch a {
+	case Mailspool, Classic, Both:
+		return nil
+	}
+	return fmt.Errorf("algorithm %q: want %s, %s or %s", a, Mailspool, Classic, Both)
+}
+
+// CheckPriorities reports whether mode is a priority mode Run knows
+// (Options.Priorities: "", PrioritiesMix or PrioritiesInterleave).
+func CheckPriorities(mode string) error {
+	switch mode {
+	case "", PrioritiesMix, PrioritiesInterleave:
+		return nil
+	}
+	return fmt.Errorf("priorities %q: want %s or %s", mode, PrioritiesMix, PrioritiesInterleave)
 }
 
 // Result is what one algorithm did in a run.
