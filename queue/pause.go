@@ -24,7 +24,8 @@ type Pause struct {
 const maxPauseReason = 255
 
 // Pause stops every worker of the lane, in every process, from claiming
-// mail within one PollInterval, until Resume. Mail still enqueues, and
+// mail within one PollInterval (or a second, when that is longer), until
+// Resume. Mail still enqueues, and
 // sends already started finish. reason is shown by Paused (at most 255
 // bytes kept); one with a control or format character is refused, since
 // operators read it on a terminal.
@@ -121,15 +122,21 @@ type pauseWatch struct {
 	next   time.Time // when to read it again
 }
 
+// pauseReadEvery is how often, at most, a worker reads whether an
+// operator paused its lane, when its PollInterval is shorter. Read every
+// 50 ms poll, it was one statement in thirteen of a busy lane's claim.
+const pauseReadEvery = time.Second
+
 // pausedByOperator reports whether an operator paused the lane, reading
-// the database at most once per PollInterval; if the read fails, the last
-// answer stands (the claim will report the database).
+// the database at most once per PollInterval or pauseReadEvery, whichever
+// is longer; if the read fails, the last answer stands (the claim will
+// report the database).
 func (w *Worker) pausedByOperator(ctx context.Context) bool {
 	now := w.q.clock.Now()
 	if now.Before(w.paused.next) {
 		return w.paused.on
 	}
-	w.paused.next = now.Add(w.opts.PollInterval)
+	w.paused.next = now.Add(max(w.opts.PollInterval, pauseReadEvery))
 	opCtx, cancel := context.WithTimeout(ctx, dbBound)
 	on, since, reason, err := w.q.operatorPaused(opCtx)
 	cancel()

@@ -180,20 +180,41 @@ func TestStandBack(t *testing.T) {
 // TestShareLane: a claim after a timed wait whose rows had been due for
 // less than a quarter of the poll interval (others claim the lane often)
 // spreads the worker's waits out a quarter at a time, up to maxSpread
-// intervals (2^maxStandBack with standing back counted in); rows that had
-// waited more than half an interval draw it back in; a claim a wake
-// started, or one that found nothing, changes nothing.
+// intervals on average (2^maxStandBack with standing back counted in);
+// rows that had waited more than half an interval draw it back in; a
+// claim a wake started, or one that found nothing, changes nothing. A
+// spread-out wait is never shorter than an unspread one, and still often
+// about as short, so that workers that a stall brought into step do not
+// all wait the spread out together.
 func TestShareLane(t *testing.T) {
 	const poll = 800 * time.Millisecond
 	w := &Worker{q: &Queue{clock: systemClock{}}, opts: WorkerOptions{PollInterval: poll}}
 	start := time.Now()
 	at := func(waited time.Duration) int64 { return start.Add(-waited).UnixMilli() }
-	between := func(lo, hi time.Duration) {
+	// waits checks 2 000 poll waits: within [3/4, 5/4] of the base
+	// (the interval, twice per step back) plus up to twice the spread
+	// beyond one base, averaging spread × base, and, spread out, a
+	// share of them no longer than an unspread wait can be.
+	waits := func(spread float64) {
 		t.Helper()
-		for range 100 {
-			if d := w.pollWait(); d < lo || d > hi {
+		base := poll << w.back
+		lo, hi := base*3/4, base*5/4+time.Duration(2*(spread-1)*float64(base))
+		var sum time.Duration
+		short := 0
+		for range 2000 {
+			d := w.pollWait()
+			if d < lo || d > hi {
 				t.Fatalf("pollWait at spread %.2f, back %d = %v, want %v to %v", w.spread, w.back, d, lo, hi)
 			}
+			sum += d
+			if d <= base*5/4 {
+				short++
+			}
+		}
+		mean := float64(sum/2000) / float64(base)
+		assert.InDelta(t, spread, mean, spread/10, "mean wait at spread %.2f, back %d, in bases", w.spread, w.back)
+		if spread > 1 {
+			assert.Greater(t, short, 20, "waits no longer than unspread ones, of 2000, at spread %.2f", w.spread)
 		}
 	}
 
@@ -201,20 +222,20 @@ func TestShareLane(t *testing.T) {
 	w.shareLane(0, false, start, 0)
 	w.shareLane(5, false, start, at(poll/3))
 	assert.Zero(t, w.spread, "woken, empty, or rows that waited a third of the interval")
-	between(poll*3/4, poll*5/4)
+	waits(1)
 
 	w.shareLane(5, false, start, at(poll/5))
 	assert.InDelta(t, spreadStep, w.spread, 1e-9)
-	between(time.Duration(float64(poll)*spreadStep*3/4), time.Duration(float64(poll)*spreadStep*5/4))
+	waits(spreadStep)
 	for range 20 {
 		w.shareLane(5, false, start, at(0))
 	}
 	assert.InDelta(t, maxSpread, w.spread, 1e-9, "spread out as far as it goes")
-	between(poll*maxSpread*3/4, poll*maxSpread*5/4)
+	waits(maxSpread)
 	w.back = 1
-	between(poll*2*maxSpread*3/4, poll*2*maxSpread*5/4) // standing back a step
+	waits(float64(int(1)<<maxStandBack) / 2) // standing back a step: at most 2^maxStandBack intervals in all
 	w.back = maxStandBack
-	between(poll<<maxStandBack*3/4, poll<<maxStandBack*5/4) // at most 2^maxStandBack intervals in all
+	waits(1)
 	w.back = 0
 
 	w.shareLane(5, false, start, at(poll/3))
@@ -225,7 +246,7 @@ func TestShareLane(t *testing.T) {
 		w.shareLane(5, false, start, at(poll))
 	}
 	assert.InDelta(t, 1, w.spread, 1e-9, "drawn back to the interval")
-	between(poll*3/4, poll*5/4)
+	waits(1)
 }
 
 // TestWorkersShareTheLane: twelve workers polling a lane every 200 ms

@@ -385,7 +385,7 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 			due, err := w.look(ctx, woken)
 			if err == nil && !due {
 				woken, fresh = w.idle(ctx, w.pollWait())
-				look = !woken || w.back > 0
+				look = w.lookAfter(0, woken)
 				continue
 			}
 			look = false
@@ -441,7 +441,7 @@ func (w *Worker) claimLoop(ctx context.Context, stillOurs func() error, batches 
 			retry.reset()
 			w.standBack(n, expected, woken, start, w.claimedDue)
 			woken, fresh = w.idle(ctx, w.restWait(n, limit))
-			look = !woken || w.back > 0
+			look = w.lookAfter(n, woken)
 			continue
 		default:
 			retry.reset()
