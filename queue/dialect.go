@@ -233,10 +233,25 @@ func (q *Queue) beginWriteWith(ctx context.Context, opts *sql.TxOptions) (tx *sq
 		}
 		done = func() { <-q.writeTurn }
 	}
-	if tx, err = q.db.BeginTx(ctx, opts); err != nil {
+	if !q.d.sqlite {
+		if tx, err = q.db.BeginTx(ctx, opts); err != nil {
+			done()
+			return nil, nil, err
+		}
+		return tx, done, nil
+	}
+	conn, err := q.db.Conn(ctx)
+	if err != nil {
 		done()
 		return nil, nil, err
 	}
+	if tx, err = q.beginSQLite(ctx, conn, opts); err != nil {
+		conn.Close()
+		done()
+		return nil, nil, err
+	}
+	turnDone := done
+	done = func() { conn.Close(); turnDone() } // after the transaction ended
 	return tx, done, nil
 }
 

@@ -119,6 +119,9 @@ type Queue struct {
 	file      string
 	fileInfo  os.FileInfo
 	writeTurn chan struct{}
+	// busyTimeout is the SQLite handle's: how long the queue's own
+	// writes try for the write lock (beginSQLite).
+	busyTimeout time.Duration
 }
 
 // Options configure a Queue beyond its Lane.
@@ -155,8 +158,9 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 	if err != nil {
 		return nil, err
 	}
+	var busyTimeout time.Duration
 	if d.sqlite {
-		if err := checkSQLite(ctx, db); err != nil {
+		if busyTimeout, err = checkSQLite(ctx, db); err != nil {
 			return nil, err
 		}
 	}
@@ -165,7 +169,7 @@ func New(ctx context.Context, db *sql.DB, lane Lane, opts *Options) (*Queue, err
 			return nil, err
 		}
 	}
-	q := &Queue{db: db, d: d, lane: lane, clock: systemClock{}}
+	q := &Queue{db: db, d: d, lane: lane, clock: systemClock{}, busyTimeout: busyTimeout}
 	if opts != nil && opts.Clock != nil {
 		q.clock = opts.Clock
 	}

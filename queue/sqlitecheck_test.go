@@ -3,7 +3,9 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +154,87 @@ func TestEnqueueThroughAnotherHandle(t *testing.T) {
 	m, err := early.Message(ctx, 1)
 	require.NoError(t, err)
 	assert.Equal(t, testMessage("x").Text, m.Text)
+}
+
+// TestSQLiteWritesTryForTheLockOften: while an application holds SQLite's
+// write lock, the queue's own write waits for it trying often, so that it
+// takes the lock as soon as it is free, ahead of the application's
+// writers that wait on SQLite's busy schedule (sleeps of up to 100 ms).
+// Eight times, three application writers and one queue write wait behind
+// a held lock; the queue's write must come first at least six times (on
+// SQLite's schedule alike it came first three times in six).
+// Afterwards every connection of the pool has its busy timeout again,
+// and a queue write behind a lock held past the busy timeout gives up
+// with SQLITE_BUSY.
+func TestSQLiteWritesTryForTheLockOften(t *testing.T) {
+	s := newSQLiteStore(t)
+	ctx := context.Background()
+	q := newQueue(t, s.db, Lane{RecipientLimit: NoLimit}, nil)
+	id := enqueueN(t, q, 1)[0]
+	open := func(timeout int) *sql.DB {
+		db, err := sql.Open("sqlite", fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_txlock=immediate", q.file, timeout))
+		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	holder, app := open(10000), open(10000)
+	update := `UPDATE ` + q.table + ` SET template = ? WHERE id = ?`
+
+	first := 0
+	for range 8 {
+		held, err := holder.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = held.Exec(update, "held", id)
+		require.NoError(t, err)
+		order := make(chan string, 4)
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				_, err := app.ExecContext(ctx, update, fmt.Sprintf("app %d", i), id)
+				assert.NoError(t, err)
+				order <- "app"
+			})
+		}
+		wg.Go(func() {
+			assert.NoError(t, q.write(ctx, func(db execer) error {
+				order <- "queue"
+				_, err := db.ExecContext(ctx, update, "queue", id)
+				return err
+			}))
+		})
+		// Long enough for the application's writers to sleep 100 ms at a
+		// time (after 228 ms of waiting).
+		time.Sleep(400 * time.Millisecond)
+		require.NoError(t, held.Commit())
+		if <-order == "queue" {
+			first++
+		}
+		wg.Wait()
+	}
+	assert.GreaterOrEqual(t, first, 6, "times of 8 the queue's write took the freed lock first")
+
+	// The pool's connections all have the handle's busy timeout.
+	var conns []*sql.Conn
+	for range 3 {
+		c, err := s.db.Conn(ctx)
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		var timeout int
+		require.NoError(t, c.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&timeout))
+		assert.Equal(t, q.busyTimeout.Milliseconds(), int64(timeout))
+		c.Close()
+	}
+
+	// Behind a lock held past the busy timeout, the write gives up.
+	impatient := newQueue(t, open(50), Lane{RecipientLimit: NoLimit}, nil)
+	held, err := holder.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer held.Rollback() //nolint:errcheck // nothing to keep
+	_, err = held.Exec(update, "held", id)
+	require.NoError(t, err)
+	err = impatient.write(ctx, func(execer) error { return nil })
+	require.Error(t, err)
+	assert.True(t, sqliteBusy(err), "SQLITE_BUSY: %v", err)
 }
