@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
@@ -86,10 +87,14 @@ const (
 // beginSQLite begins a write transaction on conn: BEGIN IMMEDIATE with
 // the connection's busy timeout set to none, tried again on SQLITE_BUSY
 // until the handle's busy timeout has passed (q.busyTimeout), then the
-// busy timeout set back, inside the transaction, for its statements.
+// busy timeout set back, inside the transaction, for its statements. A
+// connection whose busy timeout could not be set back is discarded, not
+// returned to the pool, where the application's writes would fail at once
+// on it.
 func (q *Queue) beginSQLite(ctx context.Context, conn *sql.Conn, opts *sql.TxOptions) (*sql.Tx, error) {
 	restore := fmt.Sprintf("PRAGMA busy_timeout = %d", q.busyTimeout.Milliseconds())
 	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		discard(conn)
 		return nil, err
 	}
 	giveUp := time.Now().Add(q.busyTimeout)
@@ -99,22 +104,30 @@ func (q *Queue) beginSQLite(ctx context.Context, conn *sql.Conn, opts *sql.TxOpt
 		if err == nil {
 			if _, err := tx.ExecContext(ctx, restore); err != nil {
 				tx.Rollback() //nolint:errcheck // the error above is the one to report
+				discard(conn)
 				return nil, err
 			}
 			return tx, nil
 		}
-		if !sqliteBusy(err) || time.Now().After(giveUp) {
-			_, rerr := conn.ExecContext(context.WithoutCancel(ctx), restore)
-			return nil, errors.Join(err, rerr)
+		if sqliteBusy(err) && !time.Now().After(giveUp) {
+			select {
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-time.After(withJitter(pause/2, 1)):
+				pause = min(pause*5/4, sqliteTryLast)
+				continue
+			}
 		}
-		select {
-		case <-ctx.Done():
-			_, rerr := conn.ExecContext(context.WithoutCancel(ctx), restore)
-			return nil, errors.Join(ctx.Err(), rerr)
-		case <-time.After(withJitter(pause/2, 1)):
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), restore); rerr != nil {
+			discard(conn)
 		}
-		pause = min(pause*5/4, sqliteTryLast)
+		return nil, err
 	}
+}
+
+// discard makes the pool close conn rather than reuse it.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
 // sqliteBusy reports whether err is SQLite's SQLITE_BUSY: the database is
