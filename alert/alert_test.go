@@ -343,7 +343,9 @@ func TestMemberDownAlerts(t *testing.T) {
 		h, err := composite.NewSQL(db)
 		require.NoError(t, err)
 		now := time.Now()
-		require.NoError(t, h.MarkDown(ctx, "transactional", "smtp://a.example:587", "via smtp://a.example:587: connection: 535 5.7.8 Authentication credentials invalid", now, now.Add(time.Minute)))
+		down, err := h.MarkDown(ctx, "transactional", "smtp://a.example:587", "via smtp://a.example:587: connection: 535 5.7.8 Authentication credentials invalid", now, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, down)
 		require.NoError(t, a.Check(ctx))
 		_, accepted = hook.got()
 		require.Len(t, accepted, 1)
@@ -353,3 +355,4 @@ func TestMemberDownAlerts(t *testing.T) {
 		assert.Contains(t, fmt.Sprint(accepted[0]), "535 5.7.8")
 	})
 }
+

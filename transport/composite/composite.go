@@ -291,12 +291,19 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 // markDown records mem down after a send that began at began failed
 // because of the member. The health store ignores it when another send
 // brought the member up after began: the failure may be older than the
-// recovery.
+// recovery, and the member is not reported down (no warning, no OnDown:
+// an alert would say a member is down that every worker sends through).
 func (t *Transport) markDown(ctx context.Context, mem *member, err error, began time.Time) {
 	now := t.opts.Now()
 	// A failed probe keeps the member down until its next probe.
-	if herr := t.opts.Health.MarkDown(context.WithoutCancel(ctx), t.opts.Lane, mem.Name, err.Error(), began, now.Add(t.spec.ProbeAfter)); herr != nil {
+	down, herr := t.opts.Health.MarkDown(context.WithoutCancel(ctx), t.opts.Lane, mem.Name, err.Error(), began, now.Add(t.spec.ProbeAfter))
+	switch {
+	case herr != nil:
+		// Not recorded: this process still stops sending through it.
 		t.opts.Logger.Error("composite: cannot record a member down", "lane", t.opts.Lane, "member", mem.Name, "err", herr)
+	case !down:
+		t.opts.Logger.Info("composite: a member's failure is older than its recovery: it stays up", "lane", t.opts.Lane, "member", mem.Name, "err", err.Error())
+		return
 	}
 	if !mem.down.Swap(true) {
 		t.opts.Logger.Warn("composite: member down", "lane", t.opts.Lane, "member", mem.Name, "kind", transport.KindOf(err).String(), "scope", transport.ScopeOf(err).String(), "err", err.Error(), "probe_after", t.spec.ProbeAfter)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/mail"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -186,7 +187,7 @@ func TestMaybeDeliveredIsNeverSentThroughAnotherMember(t *testing.T) {
 
 	// A goes down (another mail finds it refusing); the retry of the
 	// maybe-delivered mail waits for A.
-	require.NoError(t, h.MarkDown(context.Background(), "default", "fake://a", "refused", time.Now(), time.Now().Add(time.Hour)))
+	marked(t, true)(h.MarkDown(context.Background(), "default", "fake://a", "refused", time.Now(), time.Now().Add(time.Hour)))
 	ctx := transport.WithMaybeDelivered(context.Background())
 	_, err = c.Send(ctx, m)
 	require.Error(t, err)
@@ -208,7 +209,7 @@ func TestProbeBringsTheMemberBack(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	a, b := &provider{reply: "reset"}, &provider{}
 	c := open(t, "failover(fake://a, fake://b; probe=30s)", composite.Options{Health: h, Now: clock}, a, b)
-	require.NoError(t, h.MarkDown(context.Background(), "default", "fake://a", "reset", now, now.Add(30*time.Second)))
+	marked(t, true)(h.MarkDown(context.Background(), "default", "fake://a", "reset", now, now.Add(30*time.Second)))
 	a.set("")
 	for i := range 10 {
 		r, err := c.Send(context.Background(), msg(fmt.Sprintf("d%d@example.com", i)))
@@ -263,7 +264,7 @@ func TestRoundRobinWeights(t *testing.T) {
 	assert.Equal(t, 3, st[0].Weight)
 
 	now := time.Now()
-	require.NoError(t, h.MarkDown(context.Background(), "default", "fake://a", "down", now, now.Add(time.Hour)))
+	marked(t, true)(h.MarkDown(context.Background(), "default", "fake://a", "down", now, now.Add(time.Hour)))
 	before := a.count()
 	for i := range 100 {
 		r, err := c.Send(context.Background(), msg(fmt.Sprintf("v%d@example.com", i)))
@@ -271,4 +272,60 @@ func TestRoundRobinWeights(t *testing.T) {
 		assert.Equal(t, "fake://b", r.Member)
 	}
 	assert.Equal(t, before, a.count())
+}
+
+// slowReset is a member whose sends wait until release is closed, then
+// fail with a connection reset.
+type slowReset struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s *slowReset) Send(ctx context.Context, m *transport.Message) (transport.Receipt, error) {
+	s.started <- struct{}{}
+	<-s.release
+	return transport.Receipt{}, classify.Error(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})
+}
+
+func (s *slowReset) Close() error { return nil }
+
+// A failure of a send that began before the member came back up (another
+// worker's probe succeeded meanwhile) leaves it up, and raises no alert:
+// an alert would say a member is down that every worker sends through. A
+// failure of a send that began after the recovery takes it down and
+// raises one.
+func TestStaleFailureRaisesNoAlert(t *testing.T) {
+	h := &composite.Memory{}
+	var mu sync.Mutex
+	var downs []string
+	alerts := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(downs) }
+	a := &slowReset{started: make(chan struct{}, 2), release: make(chan struct{})}
+	c := open(t, "failover(fake://a, fake://b; probe=1h)", composite.Options{Health: h, OnDown: func(m string, _ error) {
+		mu.Lock()
+		downs = append(downs, m)
+		mu.Unlock()
+	}}, a, fakeMember(t, "ok"))
+	type result struct {
+		r   transport.Receipt
+		err error
+	}
+	sent := make(chan result, 1)
+	go func() {
+		r, err := c.Send(context.Background(), msg("x@example.com"))
+		sent <- result{r, err}
+	}()
+	<-a.started
+	require.NoError(t, h.MarkUp(context.Background(), "default", "fake://a", time.Now()))
+	close(a.release)
+	res := <-sent
+	require.NoError(t, res.err)
+	assert.Equal(t, "fake://b", res.r.Member, "the mail went on through B")
+	assert.False(t, isDown(t, h, "fake://a"), "a failure older than the recovery took A down")
+	assert.Empty(t, alerts(), "an alert for a member that is up")
+
+	r, err := c.Send(context.Background(), msg("y@example.com"))
+	require.NoError(t, err)
+	assert.Equal(t, "fake://b", r.Member)
+	assert.True(t, isDown(t, h, "fake://a"))
+	assert.Equal(t, []string{"fake://a"}, alerts())
 }

@@ -56,7 +56,7 @@ func (h *harness) Open(ctx context.Context, s conformance.Scenario) (transport.T
 	if h.form == "failover" {
 		raw = "failover(fake://a.example?script=ok, " + member + "; probe=1h)"
 		now := time.Now()
-		if err := health.MarkDown(ctx, "default", "fake://a.example", "test: down", now, now.Add(time.Hour)); err != nil {
+		if _, err := health.MarkDown(ctx, "default", "fake://a.example", "test: down", now, now.Add(time.Hour)); err != nil {
 			return nil, err
 		}
 	}

@@ -34,8 +34,10 @@ type Health interface {
 	// already is) with its next probe at next. sent is when the failing
 	// send began: a member brought back up (MarkUp) after that stays up,
 	// since its failure may be older than its recovery (a slow send that
-	// failed while another worker's probe succeeded).
-	MarkDown(ctx context.Context, lane, member, reason string, sent, next time.Time) error
+	// failed while another worker's probe succeeded). down reports
+	// whether the member is down after the call: false when the report
+	// was ignored so.
+	MarkDown(ctx context.Context, lane, member, reason string, sent, next time.Time) (down bool, err error)
 	// MarkUp brings a member back, as of at (when the send that showed it
 	// works ended).
 	MarkUp(ctx context.Context, lane, member string, at time.Time) error
@@ -71,7 +73,7 @@ func (h *Memory) Down(_ context.Context, lane string) (map[string]State, error) 
 	return out, nil
 }
 
-func (h *Memory) MarkDown(_ context.Context, lane, member, reason string, sent, next time.Time) error {
+func (h *Memory) MarkDown(_ context.Context, lane, member, reason string, sent, next time.Time) (bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.down == nil {
@@ -81,7 +83,7 @@ func (h *Memory) MarkDown(_ context.Context, lane, member, reason string, sent, 
 	s, ok := h.down[k]
 	if !ok {
 		if h.up[k].After(sent) {
-			return nil // it came back up after this send began
+			return false, nil // it came back up after this send began
 		}
 		s = State{Member: member, DownSince: sent, NextProbe: next}
 	}
@@ -90,7 +92,7 @@ func (h *Memory) MarkDown(_ context.Context, lane, member, reason string, sent, 
 	}
 	s.Reason = reason
 	h.down[k] = s
-	return nil
+	return true, nil
 }
 
 func (h *Memory) MarkUp(_ context.Context, lane, member string, at time.Time) error {
@@ -294,7 +296,9 @@ func (h *SQL) forget(lane string) {
 // it): the member's row is created down if it has none, then updated
 // unless it came up after sent. An up row keeps in next_probe when it
 // came up (Down and Members read next_probe only while down_since <> 0).
-func (h *SQL) MarkDown(ctx context.Context, lane, member, reason string, sent, next time.Time) error {
+// When the update changed no row (ignored, or, on MySQL, nothing to
+// change), a read of the row tells whether the member is down.
+func (h *SQL) MarkDown(ctx context.Context, lane, member, reason string, sent, next time.Time) (bool, error) {
 	defer h.forget(lane)
 	reason = clip(reason, 512)
 	var insert string
@@ -305,7 +309,7 @@ func (h *SQL) MarkDown(ctx context.Context, lane, member, reason string, sent, n
 		insert = `INSERT INTO ` + MembersTable + ` (lane, member, down_since, next_probe, reason) VALUES (?, ?, ?, ?, ?) ON CONFLICT (lane, member) DO NOTHING`
 	}
 	if _, err := h.db.ExecContext(ctx, h.q(insert), lane, member, sent.UnixMilli(), next.UnixMilli(), reason); err != nil {
-		return fmt.Errorf("composite: marking member %s down: %w", member, err)
+		return false, fmt.Errorf("composite: marking member %s down: %w", member, err)
 	}
 	// While down, the next probe only moves later: a report written late
 	// (an SQLite write lock, a slow network) must not make a probe due
@@ -320,10 +324,18 @@ func (h *SQL) MarkDown(ctx context.Context, lane, member, reason string, sent, n
 	update := `UPDATE ` + MembersTable + ` SET next_probe = CASE WHEN down_since = 0 THEN ? ELSE ` + greatest + `(next_probe, ?) END, reason = ?,
   down_since = CASE WHEN down_since = 0 THEN ? ELSE down_since END
 WHERE lane = ? AND member = ? AND NOT (down_since = 0 AND next_probe > ?)`
-	if _, err := h.db.ExecContext(ctx, h.q(update), next.UnixMilli(), next.UnixMilli(), reason, sent.UnixMilli(), lane, member, sent.UnixMilli()); err != nil {
-		return fmt.Errorf("composite: marking member %s down: %w", member, err)
+	res, err := h.db.ExecContext(ctx, h.q(update), next.UnixMilli(), next.UnixMilli(), reason, sent.UnixMilli(), lane, member, sent.UnixMilli())
+	if err != nil {
+		return false, fmt.Errorf("composite: marking member %s down: %w", member, err)
 	}
-	return nil
+	if n, err := res.RowsAffected(); err == nil && n > 0 {
+		return true, nil
+	}
+	var since int64
+	if err := h.db.QueryRowContext(ctx, h.q(`SELECT down_since FROM `+MembersTable+` WHERE lane = ? AND member = ?`), lane, member).Scan(&since); err != nil {
+		return false, fmt.Errorf("composite: marking member %s down: reading it back: %w", member, err)
+	}
+	return since != 0, nil
 }
 
 func (h *SQL) MarkUp(ctx context.Context, lane, member string, at time.Time) error {

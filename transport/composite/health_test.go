@@ -57,9 +57,9 @@ func TestSQLHealthIsShared(t *testing.T) {
 			require.NoError(t, err)
 			assert.Empty(t, down)
 			now := time.Now().Truncate(time.Millisecond)
-			require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: refused", now, now.Add(30*time.Second)))
-			require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: refused again", now.Add(time.Second), now.Add(31*time.Second)))
-			require.NoError(t, h1.MarkDown(ctx, "other", "smtp://a", "x", now, now))
+			marked(t, true)(h1.MarkDown(ctx, "tx", "smtp://a", "connection: refused", now, now.Add(30*time.Second)))
+			marked(t, true)(h1.MarkDown(ctx, "tx", "smtp://a", "connection: refused again", now.Add(time.Second), now.Add(31*time.Second)))
+			marked(t, true)(h1.MarkDown(ctx, "other", "smtp://a", "x", now, now))
 			// Within h2's refresh the change shows: h2's cache is older than
 			// the marks, so a look that begins once a refresh (and a margin)
 			// has passed since them reads the table. The time is taken before
@@ -146,7 +146,7 @@ func TestLateDownLosesToNewerUp(t *testing.T) {
 		}
 
 		// The first failure creates the member's row, down.
-		require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: reset", t0, t0.Add(30*time.Second)))
+		marked(t, true)(h1.MarkDown(ctx, "tx", "smtp://a", "connection: reset", t0, t0.Add(30*time.Second)))
 		st, down := isDown(h2)
 		require.True(t, down)
 		assert.Equal(t, t0, st.DownSince)
@@ -154,7 +154,7 @@ func TestLateDownLosesToNewerUp(t *testing.T) {
 		// Worker 2's probe, sent at t0+31s, succeeds at t0+32s; worker 1's
 		// slow probe, sent at t0+30s, fails at t0+33s and reports after.
 		require.NoError(t, h2.MarkUp(ctx, "tx", "smtp://a", t0.Add(32*time.Second)))
-		require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: reset (late)", t0.Add(30*time.Second), t0.Add(63*time.Second)))
+		marked(t, false)(h1.MarkDown(ctx, "tx", "smtp://a", "connection: reset (late)", t0.Add(30*time.Second), t0.Add(63*time.Second)))
 		_, down = isDown(h2)
 		assert.False(t, down, "a failure of a send that began before the member came up took it down again")
 		_, down = isDown(h1)
@@ -162,7 +162,7 @@ func TestLateDownLosesToNewerUp(t *testing.T) {
 
 		// A send that began after the up and failed is news: down again,
 		// since that send began.
-		require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: refused", t0.Add(40*time.Second), t0.Add(70*time.Second)))
+		marked(t, true)(h1.MarkDown(ctx, "tx", "smtp://a", "connection: refused", t0.Add(40*time.Second), t0.Add(70*time.Second)))
 		st, down = isDown(h2)
 		require.True(t, down, "a failure after the up was ignored")
 		assert.Equal(t, t0.Add(40*time.Second), st.DownSince)
@@ -171,14 +171,14 @@ func TestLateDownLosesToNewerUp(t *testing.T) {
 
 		// While down, a later report keeps the first down time and moves
 		// the probe (a failed probe).
-		require.NoError(t, h2.MarkDown(ctx, "tx", "smtp://a", "connection: refused again", t0.Add(70*time.Second), t0.Add(100*time.Second)))
+		marked(t, true)(h2.MarkDown(ctx, "tx", "smtp://a", "connection: refused again", t0.Add(70*time.Second), t0.Add(100*time.Second)))
 		st, down = isDown(h1)
 		require.True(t, down)
 		assert.Equal(t, t0.Add(40*time.Second), st.DownSince)
 		assert.Equal(t, t0.Add(100*time.Second), st.NextProbe)
 		// A report written late, with an earlier next probe, does not
 		// bring the probe forward (a claim may just have pushed it back).
-		require.NoError(t, h1.MarkDown(ctx, "tx", "smtp://a", "connection: reset (late)", t0.Add(60*time.Second), t0.Add(90*time.Second)))
+		marked(t, true)(h1.MarkDown(ctx, "tx", "smtp://a", "connection: reset (late)", t0.Add(60*time.Second), t0.Add(90*time.Second)))
 		st, down = isDown(h2)
 		require.True(t, down)
 		assert.Equal(t, t0.Add(100*time.Second), st.NextProbe, "a late report made the probe due earlier")
@@ -201,5 +201,15 @@ func TestLateDownLosesToNewerUp(t *testing.T) {
 			require.NoError(t, err)
 			check(t, h1, h2)
 		})
+	}
+}
+
+// marked returns a check of a MarkDown's results: no error, and the
+// member down after it as want says.
+func marked(t testing.TB, want bool) func(down bool, err error) {
+	return func(down bool, err error) {
+		t.Helper()
+		require.NoError(t, err)
+		require.Equal(t, want, down, "down after MarkDown")
 	}
 }

@@ -112,14 +112,14 @@ func (h *probes) Down(ctx context.Context, lane string) (map[string]composite.St
 	return down, err
 }
 
-func (h *probes) MarkDown(ctx context.Context, lane, m, reason string, sent, next time.Time) error {
-	err := h.Health.MarkDown(ctx, lane, m, reason, sent, next)
+func (h *probes) MarkDown(ctx context.Context, lane, m, reason string, sent, next time.Time) (bool, error) {
+	down, err := h.Health.MarkDown(ctx, lane, m, reason, sent, next)
 	if err == nil && m == "fake://a" {
 		h.mu.Lock()
 		h.downs = append(h.downs, time.Now())
 		h.mu.Unlock()
 	}
-	return err
+	return down, err
 }
 
 func (h *probes) ClaimProbe(ctx context.Context, lane, m string, now, next time.Time) (bool, error) {
