@@ -344,8 +344,8 @@ func TestMemberDownAlerts(t *testing.T) {
 		require.NoError(t, err)
 		now := time.Now()
 		down, err := h.MarkDown(ctx, "transactional", "smtp://a.example:587", "via smtp://a.example:587: connection: 535 5.7.8 Authentication credentials invalid", now, now.Add(time.Minute))
-	require.NoError(t, err)
-	require.True(t, down)
+		require.NoError(t, err)
+		require.True(t, down)
 		require.NoError(t, a.Check(ctx))
 		_, accepted = hook.got()
 		require.Len(t, accepted, 1)
@@ -355,4 +355,3 @@ func TestMemberDownAlerts(t *testing.T) {
 		assert.Contains(t, fmt.Sprint(accepted[0]), "535 5.7.8")
 	})
 }
-
