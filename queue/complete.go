@@ -26,6 +26,9 @@ const maxBatchRows = 500
 // its rows by primary key, so it locks only them in any isolation level
 // (on MariaDB it is held to the primary key: see byID).
 func (q *Queue) complete(ctx context.Context, token string, ups []rowUpdate) (n int, err error) {
+	if len(ups) == 0 {
+		return 0, nil
+	}
 	if q.d.mariadb || q.d.postgres {
 		if len(ups) <= maxBatchRows && !q.feedsScreen(ups) {
 			return q.writeChunk(ctx, q.db, ups, "locked_by = ?", []any{token})
