@@ -55,7 +55,8 @@ func TestPausedLaneIsDegradedAndCounted(t *testing.T) {
 		return value(t, families["mailspool_lane_paused"], map[string]string{"lane": "bulk"})
 	}
 	// waitFor polls until cond holds; the worker reads the pause once a
-	// poll interval, so it fails only after seconds without the change.
+	// poll interval (a second when that is shorter), so it fails only
+	// after many seconds without the change.
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		for start := time.Now(); !cond(); time.Sleep(20 * time.Millisecond) {
