@@ -20,8 +20,8 @@ import (
 // lock) and claims only when a row is due there: an idle lane costs a
 // read per poll, not a locking transaction, and SQLite's write lock is not
 // taken for nothing. On a server's store, a wait after a claim that took
-// rows ends in a claim without a look (lookAfter). The waits are spread with jitter, so that workers
-// started together do not poll together: after an empty claim the poll
+// rows ends in a claim without a look (lookAfter). The waits are spread
+// with jitter, so that workers started together do not poll together: after an empty claim the poll
 // interval, ±25 %; after a claim that took some rows but not a batch,
 // that shortened by the share of the batch it filled, down to an eighth
 // to a quarter of the interval (restWait). A nearly full claim says more
@@ -70,16 +70,16 @@ import (
 // the time since the lane's previous claim, by any worker. When that is
 // under a quarter of the poll interval, others claim the lane often
 // enough, and the worker spreads its waits out, a quarter longer each
-// time, up to maxSpread intervals; when it is over half an interval, it
-// draws them back in, up to maxSpread intervals on average. The spread
-// is added as a wide random part on top of the plain wait (pollWait): a
-// spread-out worker waits at least as long as one that is not, and
-// anything up to twice the spread beyond that. With the spread added
-// as a factor, ±25 %, four intervals claimed the lane about as often as
-// 4 workers do, but workers that a stall of the database had brought into
-// step then all waited at least three intervals: p99 from commit to send
-// 105-155 ms at 16 workers in one window. Drawn wide, the polls of
-// workers in step part again at once. A worker alone on a lane is not slowed: its own waits
+// time, up to maxSpread intervals on average; when it is over half an
+// interval, it draws them back in. The spread is a wide random part on
+// top of the plain wait (pollWait): a spread-out worker waits at least
+// as long as one that is not, and anything up to twice the spread beyond
+// that. With the spread as a factor, ±25 %, four intervals claimed the
+// lane about as often as 4 workers do, but workers that a stall of the
+// database had brought into step then all waited at least three
+// intervals: p99 from commit to send 105-155 ms at 16 workers in one
+// window. Drawn wide, the polls of workers in step part again at once.
+// A worker alone on a lane is not slowed: its own waits
 // are the gaps, and they are that short only after nearly full claims,
 // whose short wait (restWait's least) does not spread. A claim that a
 // wake started is not read: a wake claims at once whatever the spread,
@@ -164,8 +164,8 @@ func (w *Worker) wakeDelay() time.Duration {
 // pollWait is the wait after a claim that found nothing: the poll
 // interval, twice as long per step the worker stands back, ±25 %; spread
 // out as the lane's other claimers allow (shareLane), plus a random part
-// that makes the average that many times as long, at most 2^maxStandBack
-// intervals in all.
+// that makes the average that many times as long, and at most
+// 2^maxStandBack intervals, with standing back counted in.
 func (w *Worker) pollWait() time.Duration {
 	base := w.opts.PollInterval << w.back
 	d := withJitter(base*3/4, 2.0/3)
