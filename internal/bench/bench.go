@@ -146,6 +146,11 @@ func (o *Options) setDefaults() error {
 	if err := checkName(o.Table, o.Protect); err != nil {
 		return err
 	}
+	for _, err := range []error{CheckAlgorithm(o.Algorithm), CheckPriorities(o.Priorities)} {
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
 	switch {
 	case o.Workers < 1 || o.Producers < 1 || o.Messages < 1 || o.Repeat < 1:
 		return fmt.Errorf("bench: workers (%d), producers (%d), messages (%d) and repeat (%d) must be at least 1", o.Workers, o.Producers, o.Messages, o.Repeat)
@@ -153,16 +158,12 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("bench: at most %d workers, %d producers and %d messages (got %d, %d, %d)", MaxWorkers, MaxProducers, MaxMessages, o.Workers, o.Producers, o.Messages)
 	case o.Latency < 0 || o.History < 0 || o.Stall < 0 || o.PollInterval < 0 || o.Batch < 0 || o.Concurrency < 0:
 		return errors.New("bench: negative latency, history, stall, poll interval, batch or concurrency")
-	case CheckAlgorithm(o.Algorithm) != nil:
-		return fmt.Errorf("bench: %w", CheckAlgorithm(o.Algorithm))
 	case o.SMTP && o.Algorithm != Mailspool:
 		return errors.New("bench: the SMTP run measures the mailspool algorithm only")
 	case o.Steady && o.Algorithm != Mailspool:
 		return errors.New("bench: the steady run measures the mailspool algorithm only")
 	case o.Steady && o.OnDrain != nil:
 		return errors.New("bench: a steady run's drain runs beside its producers: OnDrain cannot time it alone")
-	case CheckPriorities(o.Priorities) != nil:
-		return fmt.Errorf("bench: %w", CheckPriorities(o.Priorities))
 	case len(o.Table) > 40:
 		return fmt.Errorf("bench: table name %q longer than 40 bytes", o.Table)
 	}
