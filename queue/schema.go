@@ -455,7 +455,8 @@ var migrations = []migration{{
 	sqlite: []string{
 		`ALTER TABLE %[1]s ADD COLUMN member TEXT NOT NULL DEFAULT ''`},
 	postgres: []string{
-		`ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS member TEXT NOT NULL DEFAULT ''`}}, {
+		`ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS member TEXT NOT NULL DEFAULT ''`},
+}, {
 	// Version 14, SQLite only: the rows of one priority lie together. The
 	// table is rebuilt with rid, (nice << 56) | id, as its key, and id as
 	// a column generated from it (see sqliteKey). The lane's AUTOINCREMENT
