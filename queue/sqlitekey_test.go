@@ -106,8 +106,9 @@ func TestSQLiteRowsOfAPriorityLieTogether(t *testing.T) {
 
 // TestSQLiteMigrationRekeysTheRows: the migration that keys SQLite's rows
 // by priority keeps every row's id, priority and content, puts the rows
-// of a priority together, and hands out no id again that the old table
-// gave, even one whose row was deleted.
+// of a priority together, hands out no id again that the old table gave,
+// even one whose row was deleted, and leaves the application's views and
+// triggers on the table working.
 func TestSQLiteMigrationRekeysTheRows(t *testing.T) {
 	s := newSQLiteStore(t)
 	ctx := context.Background()
@@ -133,6 +134,13 @@ func TestSQLiteMigrationRekeysTheRows(t *testing.T) {
 	}
 	_, err = s.db.ExecContext(ctx, `DELETE FROM `+d.quote(table)+` WHERE id = 6`)
 	require.NoError(t, err)
+	// The application's own view and trigger on the table.
+	_, err = s.db.ExecContext(ctx, `CREATE VIEW app_pending AS SELECT id, to_addr FROM `+d.quote(table)+` WHERE status = 0`)
+	require.NoError(t, err)
+	_, err = s.db.ExecContext(ctx, `CREATE TABLE app_audit (mail_id INTEGER)`)
+	require.NoError(t, err)
+	_, err = s.db.ExecContext(ctx, `CREATE TRIGGER app_audit_insert AFTER INSERT ON `+d.quote(table)+` BEGIN INSERT INTO app_audit VALUES (NEW.id); END`)
+	require.NoError(t, err)
 
 	require.NoError(t, Migrate(ctx, s.db, table))
 	q := newQueue(t, s.db, Lane{Table: table, RecipientLimit: NoLimit}, nil)
@@ -151,4 +159,10 @@ func TestSQLiteMigrationRekeysTheRows(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 7, id, "the deleted row's id 6 is not handed out again")
 	assertGrouped(t, keyedRows(t, q))
+
+	var pending, audited int
+	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM app_pending`).Scan(&pending))
+	assert.Equal(t, 6, pending, "the view reads the rebuilt table")
+	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM app_audit WHERE mail_id = ?`, id).Scan(&audited))
+	assert.Equal(t, 1, audited, "the trigger was created again")
 }
