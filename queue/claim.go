@@ -101,7 +101,7 @@ func (q *Queue) markSending(ctx context.Context, tx *sql.Tx, jobs []*job, token 
 	if q.d.sqlite {
 		db := reusing(tx)
 		for _, j := range jobs {
-			if _, err := db.ExecContext(ctx, set+` WHERE rid = ?`, token, leaseEnd, leaseEnd, sqliteKey(j.nice, j.id)); err != nil {
+			if _, err := db.ExecContext(ctx, set+` WHERE id = ?`, token, leaseEnd, leaseEnd, j.id); err != nil {
 				return err
 			}
 		}

@@ -209,8 +209,8 @@ func (q *Queue) writeEach(ctx context.Context, db execer, ups []rowUpdate, fence
 				args = append(args, u.lastCode, u.lastError, u.lastRule, u.lastScope)
 			}
 		}
-		args = append(append(args, sqliteKey(u.nice, u.id)), fenceArgs...)
-		res, err := db.ExecContext(ctx, `UPDATE `+q.table+` SET `+set+` WHERE rid = ? AND `+statusIs(StatusSending)+` AND `+fence, args...)
+		args = append(append(args, u.id), fenceArgs...)
+		res, err := db.ExecContext(ctx, `UPDATE `+q.table+` SET `+set+` WHERE id = ? AND `+statusIs(StatusSending)+` AND `+fence, args...)
 		if err != nil {
 			return applied, fmt.Errorf("queue: recording %d outcomes: %w", len(ups), err)
 		}

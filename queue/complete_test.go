@@ -29,11 +29,11 @@ func TestCompleteWritesEachRowItsOwnState(t *testing.T) {
 		require.NoError(t, err)
 
 		mixed := []rowUpdate{
-			{nice: defaultNice, id: ids[0], status: StatusSent, attempts: 1, nextRun: 1000, hasOutcome: true, lastKind: "sent", sentAt: 1000, providerID: "p-0"},
-			{nice: defaultNice, id: ids[1], status: StatusSent, attempts: 1, nextRun: 1001, hasOutcome: true, lastKind: "sent", sentAt: 1001, providerID: "p-1"},
-			{nice: defaultNice, id: ids[2], status: StatusRetry, attempts: 1, nextRun: 5000, hasOutcome: true, lastKind: "temporary", lastCode: 421, lastRule: "smtp-4xx", lastError: "421 try later"},
-			{nice: defaultNice, id: ids[3], status: StatusFailed, attempts: 2, crashes: 1, nextRun: 1002, maybeDelivered: true, hasOutcome: true, lastKind: "permanent", lastCode: 550, lastRule: "smtp-5xx", lastError: "550 no such user"},
-			{nice: defaultNice, id: ids[4], status: StatusPending, attempts: 0, nextRun: 2000},
+			{id: ids[0], status: StatusSent, attempts: 1, nextRun: 1000, hasOutcome: true, lastKind: "sent", sentAt: 1000, providerID: "p-0"},
+			{id: ids[1], status: StatusSent, attempts: 1, nextRun: 1001, hasOutcome: true, lastKind: "sent", sentAt: 1001, providerID: "p-1"},
+			{id: ids[2], status: StatusRetry, attempts: 1, nextRun: 5000, hasOutcome: true, lastKind: "temporary", lastCode: 421, lastRule: "smtp-4xx", lastError: "421 try later"},
+			{id: ids[3], status: StatusFailed, attempts: 2, crashes: 1, nextRun: 1002, maybeDelivered: true, hasOutcome: true, lastKind: "permanent", lastCode: 550, lastRule: "smtp-5xx", lastError: "550 no such user"},
+			{id: ids[4], status: StatusPending, attempts: 0, nextRun: 2000},
 		}
 		n, err := q.complete(ctx, "w.1", mixed)
 		require.NoError(t, err)
@@ -41,7 +41,7 @@ func TestCompleteWritesEachRowItsOwnState(t *testing.T) {
 
 		same := []rowUpdate{}
 		for _, id := range ids[5:8] {
-			same = append(same, rowUpdate{nice: defaultNice, id: id, status: StatusSent, attempts: 1, nextRun: 3000, hasOutcome: true, lastKind: "sent", sentAt: 3000, providerID: "p-same"})
+			same = append(same, rowUpdate{id: id, status: StatusSent, attempts: 1, nextRun: 3000, hasOutcome: true, lastKind: "sent", sentAt: 3000, providerID: "p-same"})
 		}
 		n, err = q.complete(ctx, "w.1", same)
 		require.NoError(t, err)
@@ -50,8 +50,8 @@ func TestCompleteWritesEachRowItsOwnState(t *testing.T) {
 		// A failure without code, error or rule beside a release: the
 		// release keeps its own, even though the zero values are equal.
 		bare := []rowUpdate{
-			{nice: defaultNice, id: ids[8], status: StatusRetry, attempts: 1, nextRun: 4000, hasOutcome: true, lastKind: "temporary"},
-			{nice: defaultNice, id: ids[9], status: StatusPending, attempts: 0, nextRun: 4000},
+			{id: ids[8], status: StatusRetry, attempts: 1, nextRun: 4000, hasOutcome: true, lastKind: "temporary"},
+			{id: ids[9], status: StatusPending, attempts: 0, nextRun: 4000},
 		}
 		n, err = q.complete(ctx, "w.1", bare)
 		require.NoError(t, err)

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/mail"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -80,8 +79,6 @@ const (
 	MinPriority     = 0
 	MaxPriority     = 9
 	DefaultPriority = 5
-
-	defaultNice = MaxPriority - DefaultPriority // a mail's nice at DefaultPriority
 )
 
 // Priority sets the mail's priority, MinPriority to MaxPriority
@@ -262,7 +259,7 @@ func List(name string) Option {
 // suppression list (Lane.Screen) matches ErrSuppressed and is a
 // *SuppressedError naming the reason and the date.
 func (q *Queue) Enqueue(ctx context.Context, exec DBTX, m *transport.Message, opts ...Option) (int64, error) {
-	o := enqueueOptions{nice: defaultNice}
+	o := enqueueOptions{nice: MaxPriority - DefaultPriority}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return 0, err
@@ -451,7 +448,6 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 		// The row's own text_body, html_body and headers (the three
 		// arguments before the attachments' count and nice) stay empty.
 		args = append(args[:len(args)-5], "", "", "", len(m.Attachments), o.nice, bodyID)
-		args = append([]any{o.nice, bodyID}, args...) // the row's key, before the columns
 	}
 	if q.d.postgres {
 		var id int64
@@ -484,9 +480,6 @@ func (q *Queue) insertRow(ctx context.Context, exec DBTX, m *transport.Message, 
 	id, err := res.LastInsertId()
 	if err != nil {
 		return 0, fmt.Errorf("queue: enqueue: reading the new id: %w", err)
-	}
-	if q.d.sqlite {
-		id &= sqliteIDMask // the rowid is the key: the id is its low bits
 	}
 	// The files after the row, in the same transaction: with attachments
 	// the enqueue always runs under a savepoint or a transaction of its
@@ -522,11 +515,7 @@ func (q *Queue) prepareInserts(ctx context.Context) {
 		q.inserts.rowSQL = q.d.lockBounded(`INSERT INTO `+q.table+` (`+cols+`) VALUES (`+values+`)`, q.lockWait)
 		return
 	}
-	// The row's key (rid, see sqliteKey) puts it among the rows of its
-	// priority; its id is the next after the lane's newest, and never
-	// below its bodies' id, which SQLite never hands out twice: an id is
-	// not given again after the row that had it is deleted.
-	q.inserts.rowSQL = `INSERT INTO ` + q.table + ` (rid, ` + cols + `, body_id) VALUES ((? << ` + strconv.Itoa(sqliteIDBits) + `) | max(?, (SELECT IFNULL(MAX(id), 0) + 1 FROM ` + q.table + `)), ` + values + `, ?)`
+	q.inserts.rowSQL = `INSERT INTO ` + q.table + ` (` + cols + `, body_id) VALUES (` + values + `, ?)`
 	q.inserts.bodiesSQL = `INSERT INTO ` + q.bodies + ` (text_body, html_body, headers) VALUES (?, ?, ?)`
 	q.inserts.row, _ = prepareShared(ctx, q.db, q.inserts.rowSQL)
 	q.inserts.bodies, _ = prepareShared(ctx, q.db, q.inserts.bodiesSQL)

@@ -154,7 +154,7 @@ func TestCompletionIsBoundedOnTheServer(t *testing.T) {
 	// with the server's error before the context ends it.
 	cctx, cancel := context.WithTimeout(ctx, 5*statementTimeout)
 	defer cancel()
-	_, err = q.complete(cctx, "w.1", []rowUpdate{{nice: defaultNice, id: id, status: StatusSent, attempts: 1, lastKind: "sent"}})
+	_, err = q.complete(cctx, "w.1", []rowUpdate{{id: id, status: StatusSent, attempts: 1, lastKind: "sent"}})
 	require.Error(t, err)
 	assert.Regexp(t, "Lock wait timeout|max_statement_time exceeded", err.Error(), "bounded by the statement's own lock wait limit")
 	assert.NoError(t, cctx.Err(), "the server ended the wait, not the client")

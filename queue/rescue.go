@@ -98,7 +98,7 @@ func (q *Queue) rescue(ctx context.Context, limit int, skip func(token string) b
 // expiredLeases reads and locks up to limit sending rows whose lease ended
 // before now, skipping rows other sessions hold where the server can.
 func (q *Queue) expiredLeases(ctx context.Context, tx *sql.Tx, now int64, limit int) ([]*job, error) {
-	rows, err := tx.QueryContext(ctx, q.d.bounded(`SELECT id, nice, attempts, max_attempts, crashes, not_after, maybe_delivered, locked_by FROM `+q.table+
+	rows, err := tx.QueryContext(ctx, q.d.bounded(`SELECT id, attempts, max_attempts, crashes, not_after, maybe_delivered, locked_by FROM `+q.table+
 		` WHERE `+statusIs(StatusSending)+` AND next_run < ? ORDER BY next_run, id LIMIT ?`+q.d.lockSkip()), now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: rescue: reading expired leases: %w", err)
@@ -108,7 +108,7 @@ func (q *Queue) expiredLeases(ctx context.Context, tx *sql.Tx, now int64, limit 
 	for rows.Next() {
 		j := &job{}
 		var maybe int
-		if err := rows.Scan(&j.id, &j.nice, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &j.token); err != nil {
+		if err := rows.Scan(&j.id, &j.attempts, &j.maxAttempts, &j.crashes, &j.notAfter, &maybe, &j.token); err != nil {
 			return nil, fmt.Errorf("queue: rescue: reading a row: %w", err)
 		}
 		j.attempts++ // the attempt the lost lease stood for

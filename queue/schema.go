@@ -112,12 +112,8 @@ type migration struct {
 	// addsColumn, when set, names the column the step adds: the step is
 	// skipped if the table already has it.
 	addsColumn string
-	// keepTriggers, when set, says the step drops and recreates the
-	// table on SQLite: Migrate creates the table's triggers again after
-	// it, in the same transaction.
-	keepTriggers bool
-	mysql        []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name, %[4]s the quoted lanes table, %[5]s the quoted bodies table, %[6]s the quoted files table, %[7]d and %[8]d SQLite's id mask and bits (sqliteKey)
-	sqlite       []string
+	mysql      []string // %[1]s is the quoted table, %[2]s the quoted limits table, %[3]s the bare table name, %[4]s the quoted lanes table, %[5]s the quoted bodies table, %[6]s the quoted files table
+	sqlite     []string
 	// postgres: PostgreSQL came with version 8. Its steps follow the
 	// others' where a column or a table appears; the limits table is made
 	// at once in version 7's shape, and it keeps the bodies in the row.
@@ -460,81 +456,6 @@ var migrations = []migration{{
 		`ALTER TABLE %[1]s ADD COLUMN member TEXT NOT NULL DEFAULT ''`},
 	postgres: []string{
 		`ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS member TEXT NOT NULL DEFAULT ''`},
-}, {
-	// Version 14, SQLite only: the rows of one priority lie together. The
-	// table is rebuilt with rid, (nice << 56) | id, as its key, and id as
-	// a column generated from it (see sqliteKey).
-	//   - The lane's AUTOINCREMENT counter goes with the old table, so the
-	//     bodies' counter, which a new mail's id never falls below
-	//     (prepareInserts), is first raised to it: no id is handed out
-	//     twice, even one whose row was deleted.
-	//   - The rows wait in a copy while the table is made anew under its
-	//     own name: renaming a table makes SQLite check and rewrite every
-	//     view and trigger of the database that names it, and fail on one
-	//     that names a table gone at that moment.
-	//   - Dropping the table drops its triggers: Migrate reads them before
-	//     and creates them again after (keepTriggers); with SchemaSQL the
-	//     application's own tool must.
-	// MySQL/MariaDB and PostgreSQL keep their layout: a mixed backlog
-	// costs them less than this machine's noise (docs/BENCHMARKS.md).
-	version:      14,
-	keepTriggers: true,
-	sqlite: []string{
-		`INSERT INTO sqlite_sequence (name, seq) SELECT '%[3]s_bodies', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = '%[3]s_bodies')`,
-		`UPDATE sqlite_sequence SET seq = max(seq, IFNULL((SELECT seq FROM sqlite_sequence WHERE name = '%[3]s'), 0), IFNULL((SELECT MAX(id) FROM %[1]s), 0)) WHERE name = '%[3]s_bodies'`,
-		`CREATE TABLE "%[3]s_rekey" AS SELECT id, status, attempts, max_attempts, next_run, locked_until, locked_by, not_after, created_at, sent_at, last_kind, last_code, maybe_delivered, last_error, provider_id, message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers, crashes, last_rule, history, body_id, last_scope, attachments, nice, member FROM %[1]s`,
-		`DROP TABLE %[1]s`,
-		`CREATE TABLE %[1]s (
-  rid             INTEGER PRIMARY KEY,
-  id              INTEGER GENERATED ALWAYS AS (rid & %[7]d) VIRTUAL,
-  status          INTEGER NOT NULL DEFAULT 0,
-  attempts        INTEGER NOT NULL DEFAULT 0,
-  max_attempts    INTEGER NOT NULL DEFAULT 5,
-  next_run        INTEGER NOT NULL,
-  locked_until    INTEGER NOT NULL DEFAULT 0,
-  locked_by       TEXT NOT NULL DEFAULT '',
-  not_after       INTEGER NOT NULL DEFAULT 0,
-  created_at      INTEGER NOT NULL,
-  sent_at         INTEGER NOT NULL DEFAULT 0,
-  last_kind       TEXT NOT NULL DEFAULT '',
-  last_code       INTEGER NOT NULL DEFAULT 0,
-  maybe_delivered INTEGER NOT NULL DEFAULT 0,
-  last_error      TEXT NOT NULL DEFAULT '',
-  provider_id     TEXT NOT NULL DEFAULT '',
-  message_id      TEXT NOT NULL,
-  idem_key        TEXT NULL,
-  template        TEXT NOT NULL DEFAULT '',
-  client_ip       TEXT NOT NULL DEFAULT '',
-  from_addr       TEXT NOT NULL,
-  from_name       TEXT NOT NULL DEFAULT '',
-  to_addr         TEXT NOT NULL,
-  to_name         TEXT NOT NULL DEFAULT '',
-  reply_to_addr   TEXT NOT NULL DEFAULT '',
-  reply_to_name   TEXT NOT NULL DEFAULT '',
-  subject         TEXT NOT NULL,
-  text_body       TEXT NOT NULL,
-  html_body       TEXT NOT NULL,
-  headers         TEXT NOT NULL,
-  crashes         INTEGER NOT NULL DEFAULT 0,
-  last_rule       TEXT NOT NULL DEFAULT '',
-  history         TEXT NOT NULL DEFAULT '',
-  body_id         INTEGER NOT NULL DEFAULT 0,
-  last_scope      TEXT NOT NULL DEFAULT '',
-  attachments     INTEGER NOT NULL DEFAULT 0,
-  nice            INTEGER NOT NULL DEFAULT 4,
-  member          TEXT NOT NULL DEFAULT '',
-  CHECK (rid >> %[8]d = nice)
-)`,
-		`INSERT INTO %[1]s (rid, status, attempts, max_attempts, next_run, locked_until, locked_by, not_after, created_at, sent_at, last_kind, last_code, maybe_delivered, last_error, provider_id, message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers, crashes, last_rule, history, body_id, last_scope, attachments, nice, member)
-  SELECT (nice << %[8]d) | id, status, attempts, max_attempts, next_run, locked_until, locked_by, not_after, created_at, sent_at, last_kind, last_code, maybe_delivered, last_error, provider_id, message_id, idem_key, template, client_ip, from_addr, from_name, to_addr, to_name, reply_to_addr, reply_to_name, subject, text_body, html_body, headers, crashes, last_rule, history, body_id, last_scope, attachments, nice, member FROM "%[3]s_rekey" ORDER BY nice, id`,
-		`DROP TABLE "%[3]s_rekey"`,
-		`CREATE UNIQUE INDEX "%[3]s_uk_id" ON %[1]s (id)`,
-		`CREATE UNIQUE INDEX "%[3]s_uk_idem" ON %[1]s (idem_key)`,
-		`CREATE INDEX "%[3]s_idx_pick" ON %[1]s (status, next_run, id)`,
-		`CREATE INDEX "%[3]s_idx_to" ON %[1]s (lower(to_addr))`,
-		`CREATE INDEX "%[3]s_idx_claim" ON %[1]s (status, nice, next_run, id)`,
-		`CREATE INDEX "%[3]s_idx_message_id" ON %[1]s (message_id)`,
-		`CREATE INDEX "%[3]s_idx_provider_id" ON %[1]s (provider_id)`},
 }}
 
 // SchemaVersion is the schema version Migrate brings a lane table to.
@@ -670,13 +591,6 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string, curr
 				stmts = nil
 			}
 		}
-		if m.keepTriggers && d.sqlite && len(stmts) > 0 {
-			triggers, err := sqliteTriggers(ctx, db, table)
-			if err != nil {
-				return err
-			}
-			stmts = append(stmts, triggers...)
-		}
 		step := ddl.Step{
 			Stmts: stmts,
 			Done:  alreadyThere,
@@ -697,27 +611,6 @@ func migrateTable(ctx context.Context, db *sql.DB, d dialect, table string, curr
 	return nil
 }
 
-// sqliteTriggers returns the statements that create table's triggers.
-func sqliteTriggers(ctx context.Context, db *sql.DB, table string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND sql IS NOT NULL ORDER BY name`, table)
-	if err != nil {
-		return nil, fmt.Errorf("queue: migrate: reading the triggers of %s: %w", table, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var stmt string
-		if err := rows.Scan(&stmt); err != nil {
-			return nil, fmt.Errorf("queue: migrate: reading the triggers of %s: %w", table, err)
-		}
-		out = append(out, stmt)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("queue: migrate: reading the triggers of %s: %w", table, err)
-	}
-	return out, nil
-}
-
 // migrationSQL is m's statements for table in dialect d.
 func migrationSQL(d dialect, m migration, table string) []string {
 	stmts := m.mysql
@@ -729,7 +622,7 @@ func migrationSQL(d dialect, m migration, table string) []string {
 	}
 	out := make([]string, len(stmts))
 	for i, s := range stmts {
-		out[i] = fmt.Sprintf(s, d.quote(table), d.quote(table+"_limits"), table, d.quote(lanesTable), d.quote(table+"_bodies"), d.quote(table+"_files"), sqliteIDMask, sqliteIDBits)
+		out[i] = fmt.Sprintf(s, d.quote(table), d.quote(table+"_limits"), table, d.quote(lanesTable), d.quote(table+"_bodies"), d.quote(table+"_files"))
 	}
 	return out
 }

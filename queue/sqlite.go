@@ -136,24 +136,3 @@ func sqliteBusy(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
-
-// On SQLite a lane's rows lie in the table in the order of their key,
-// rid, and rid is the row's nice above its id: (nice << sqliteIDBits) | id.
-// The rows of one priority therefore lie together, in id order, and a
-// claim that takes the due mail of one priority writes the pages of those
-// rows alone. With the id as the key, a backlog of mixed priorities put a
-// priority's rows one in twenty (say) among the others', and a claim of
-// 200 of them wrote 200 pages, twice (claim, then outcome), where a claim
-// of 200 rows in a row writes about 17: a mixed backlog drained about 8 %
-// slower (docs/BENCHMARKS.md, "Priorities"). id stays a column of its
-// own (generated from rid, with a unique index), so every statement that
-// names a row by id works as before; the claim and the outcome write,
-// which run once per row, name it by rid and skip that index. A CHECK
-// keeps rid's high bits equal to nice.
-const (
-	sqliteIDBits = 56
-	sqliteIDMask = 1<<sqliteIDBits - 1
-)
-
-// sqliteKey is the rid of the SQLite row of id at nice.
-func sqliteKey(nice, id int64) int64 { return nice<<sqliteIDBits | id }

@@ -117,7 +117,6 @@ func (j *job) dueKey() dueKey { return dueKey{j.nice, j.nextRun, j.id} }
 // rowUpdate is the new state of one row, written by writeRows.
 type rowUpdate struct {
 	id             int64
-	nice           int64 // the row's, as claimed: on SQLite it is part of the row's key (sqliteKey)
 	status         int
 	attempts       int
 	crashes        int
@@ -177,7 +176,7 @@ type sendResult struct {
 func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 	nowMS := now.UnixMilli()
 	stored := j.attempts - 1 // the attempt this lease stood for, given back
-	u := rowUpdate{id: j.id, nice: j.nice, attempts: stored, crashes: j.crashes, maybeDelivered: j.maybeDelivered, nextRun: nowMS}
+	u := rowUpdate{id: j.id, attempts: stored, crashes: j.crashes, maybeDelivered: j.maybeDelivered, nextRun: nowMS}
 	again := StatusRetry
 	if stored == 0 {
 		again = StatusPending
@@ -223,7 +222,7 @@ func (u rowUpdate) failed(kind, text string) rowUpdate {
 // outcome is next for a send the transport returned from: the attempt
 // counts, except a connection failure in a run of them.
 func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
-	u := rowUpdate{id: j.id, nice: j.nice, attempts: j.attempts, crashes: j.crashes, maybeDelivered: j.maybeDelivered, hasOutcome: true, lastKind: r.kind.String()}
+	u := rowUpdate{id: j.id, attempts: j.attempts, crashes: j.crashes, maybeDelivered: j.maybeDelivered, hasOutcome: true, lastKind: r.kind.String()}
 	nowMS := now.UnixMilli()
 	if r.err == nil {
 		u.status, u.nextRun, u.sentAt, u.providerID = StatusSent, nowMS, nowMS, r.receipt.MessageID

@@ -232,7 +232,7 @@ func TestStaleCompletionIsRejected(t *testing.T) {
 		assert.Equal(t, 1, fast[0].crashes, "and counted as a crash")
 		assert.True(t, fast[0].maybeDelivered)
 
-		sent := rowUpdate{nice: defaultNice, id: id, status: StatusSent, attempts: 1, hasOutcome: true, nextRun: clock.Now().UnixMilli(), sentAt: clock.Now().UnixMilli(), lastKind: "sent", providerID: "slow-id"}
+		sent := rowUpdate{id: id, status: StatusSent, attempts: 1, hasOutcome: true, nextRun: clock.Now().UnixMilli(), sentAt: clock.Now().UnixMilli(), lastKind: "sent", providerID: "slow-id"}
 		applied, err := q.complete(ctx, "slow.1", []rowUpdate{sent})
 		require.NoError(t, err)
 		assert.Equal(t, 0, applied, "the stale worker's write is rejected")

@@ -110,12 +110,6 @@ func fillHistory(ctx context.Context, db *sql.DB, o *Options) error {
 	for have := seed; have < o.History; {
 		n := min(seed, o.History-have)
 		stmt := `INSERT INTO ` + o.Table + ` (` + cols + `) SELECT ` + cols + ` FROM ` + seedTable + ` LIMIT ?`
-		if storeName(db) == "sqlite" {
-			// SQLite's key places the row among its priority's (see
-			// queue's sqliteKey): the copies take the ids after the
-			// newest, at the seed's priority.
-			stmt = `INSERT INTO ` + o.Table + ` (rid, ` + cols + `) SELECT (s.nice << 56) | ((SELECT MAX(id) FROM ` + o.Table + `) + s.rowid), ` + cols + ` FROM ` + seedTable + ` s LIMIT ?`
-		}
 		if _, err := db.ExecContext(ctx, placeholder.For(db, stmt), n); err != nil {
 			return fmt.Errorf("bench: copying history rows: %w", err)
 		}
@@ -180,7 +174,7 @@ func copyColumns(ctx context.Context, db *sql.DB, table string) (string, error) 
 	}
 	var cols []string
 	for _, n := range names {
-		if n != "id" && n != "rid" { // SQLite's key (rid) is copied apart, and its id is generated
+		if n != "id" {
 			cols = append(cols, n)
 		}
 	}
