@@ -90,19 +90,33 @@ func Base64Size(n int) int {
 }
 
 // qpSize bounds the length of s in quoted-printable: 3 bytes for each byte
-// that must be escaped, and a soft line break every 73 characters.
+// that must be escaped, 2 for a line feed, and a soft line break every 73
+// characters.
 func qpSize(s string) int {
 	n := 0
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '\n' || c == '\t' || (c >= ' ' && c <= '~' && c != '=') {
-			n++
-		} else {
-			n += 3
-		}
+		n += int(qpWidth[s[i]])
 	}
 	return n + 3*(n/73+1)
 }
+
+// qpWidth is each byte's length in quoted-printable: 1 for a printable
+// ASCII character other than '=' and for a tab, 2 for a line feed (written
+// as CRLF), 3 (=XX) for the others. A table, because a byte's test of
+// three ranges was most of a typical mail's Validate.
+var qpWidth = func() (w [256]uint8) {
+	for c := range w {
+		switch {
+		case c == '\n':
+			w[c] = 2
+		case c == '\t' || (c >= ' ' && c <= '~' && c != '='):
+			w[c] = 1
+		default:
+			w[c] = 3
+		}
+	}
+	return w
+}()
 
 // validateAttachments checks m's attachments and the cid: references of
 // its HTML body; the caller has checked the rest of m.
@@ -204,11 +218,13 @@ func isURLChar(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
 }
 
-// indexFold is strings.Index of an ASCII lower-case needle, ignoring the
-// case of s.
+// indexFold is strings.Index of an ASCII lower-case needle that begins
+// with a letter, ignoring the case of s. Only a byte that is the needle's
+// first letter in either case (b|0x20 is that letter for those two bytes
+// alone) starts a comparison.
 func indexFold(s, needle string) int {
 	for i := 0; i+len(needle) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(needle)], needle) {
+		if s[i]|0x20 == needle[0] && strings.EqualFold(s[i:i+len(needle)], needle) {
 			return i
 		}
 	}

@@ -87,3 +87,24 @@ func TestEncodedSize(t *testing.T) {
 		t.Errorf("EncodedSize = %d, want within 4 KiB above the attachment's %d bytes of base64", n, b64)
 	}
 }
+
+// BenchmarkValidate is Validate on a typical transactional mail (a 2 KB
+// HTML body, a text body, one extra header): every enqueue runs it, in the
+// application's request.
+func BenchmarkValidate(b *testing.B) {
+	body := strings.Repeat("Hello, please confirm your address by opening the link below. ", 33)[:2000]
+	m := &transport.Message{
+		MessageID: "bench.1@shop.example",
+		From:      mail.Address{Name: "Shop", Address: "noreply@shop.example"},
+		To:        mail.Address{Name: "Customer", Address: "user1@example.com"},
+		Subject:   "Please confirm your address",
+		Text:      body,
+		HTML:      "<html><body><p>" + body + "</p></body></html>",
+		Headers:   []transport.Header{{Name: "List-Unsubscribe", Value: "<https://shop.example/u/1>"}},
+	}
+	for b.Loop() {
+		if err := m.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
