@@ -21,10 +21,10 @@ import (
 // read per poll, not a locking transaction, and SQLite's write lock is not
 // taken for nothing. On a server's store, a wait after a claim that took
 // rows ends in a claim without a look (lookAfter). The waits are spread
-// with jitter, so that workers started together do not poll together: after an empty claim the poll
-// interval, ±25 %; after a claim that took some rows but not a batch,
-// that shortened by the share of the batch it filled, down to an eighth
-// to a quarter of the interval (restWait). A nearly full claim says more
+// with jitter, so that workers started together do not poll together:
+// after an empty claim the poll interval, ±25 %; after a claim that took
+// some rows but not a batch, that shortened by the share of the batch it
+// filled, down to an eighth to a quarter of the interval (restWait). A nearly full claim says more
 // mail is waiting; a claim of a few rows of a trickle does not, and with
 // many workers the others' polls fall in between: an eighth of the
 // interval after every such claim cost 16 workers about 1.5 times the CPU
@@ -79,9 +79,9 @@ import (
 // database had brought into step then all waited at least three
 // intervals: p99 from commit to send 105-155 ms at 16 workers in one
 // window. Drawn wide, the polls of workers in step part again at once.
-// A worker alone on a lane is not slowed: its own waits
-// are the gaps, and they are that short only after nearly full claims,
-// whose short wait (restWait's least) does not spread. A claim that a
+// A worker alone on a lane is not slowed: its own waits are the gaps,
+// and they are that short only after nearly full claims, whose short
+// wait (restWait's least) does not spread. A claim that a
 // wake started is not read: a wake claims at once whatever the spread,
 // and the rows it finds are fresh because they were announced, not
 // because the lane is crowded.
