@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -653,14 +654,32 @@ func hasColumn(ctx context.Context, db *sql.DB, d dialect, table, column string)
 	return n > 0, nil
 }
 
+// errCaseOnly is in the error of a table whose name mailspool_schema
+// records with another case.
+var errCaseOnly = errors.New("differs only in case")
+
+// schemaVersionOf returns the version mailspool_schema records for table,
+// 0 for none.
+//
+// On MySQL and MariaDB the record's name is compared without case (the
+// column's collation), but on Linux their table names are compared with
+// it: the record of a lane table mail would answer for a table MAIL that
+// is the application's own, and migrate would take that table for an
+// upgraded lane, cleanup delete from it. So a record must name table
+// exactly. Names that differ only in case are one lane's name to
+// mailspool, as within one configuration (distinctTables).
 func schemaVersionOf(ctx context.Context, db *sql.DB, d dialect, table string) (int, error) {
 	var v int
-	err := db.QueryRowContext(ctx, d.rebind(`SELECT version FROM `+d.quote(schemaTable)+` WHERE tbl = ?`), table).Scan(&v)
+	var recorded string
+	err := db.QueryRowContext(ctx, d.rebind(`SELECT tbl, version FROM `+d.quote(schemaTable)+` WHERE tbl = ?`), table).Scan(&recorded, &v)
 	if err == sql.ErrNoRows {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("queue: reading the schema version of %s: %w", table, err)
+	}
+	if recorded != table {
+		return 0, fmt.Errorf("queue: table %s: %s records the lane table %s, whose name %w; mailspool takes names that differ only in case for one table, so name the lane's table %s, or give it a name that differs by more than case", table, schemaTable, recorded, errCaseOnly, recorded)
 	}
 	return v, nil
 }
@@ -673,6 +692,9 @@ func CheckSchema(ctx context.Context, db *sql.DB, table string) error {
 		return err
 	}
 	v, err := schemaVersionOf(ctx, db, d, table)
+	if errors.Is(err, errCaseOnly) {
+		return err
+	}
 	if err != nil {
 		// Most likely mailspool_schema does not exist yet.
 		return fmt.Errorf("queue: table %s has no schema version (run 'mailspool migrate'): %w", table, err)

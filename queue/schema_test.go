@@ -155,3 +155,36 @@ func TestSchemaColumnsAgree(t *testing.T) {
 	assert.Equal(t, want, columns(newMariaDBStore(t)), "MariaDB")
 	assert.Equal(t, want, columns(newPostgresStore(t)), "PostgreSQL")
 }
+
+// TestRecordNamesItsTableExactly: on MariaDB (lower_case_table_names=0,
+// the Linux default) mail and MAIL are two tables, but mailspool_schema
+// compares its names without case. A lane whose table is the application's
+// MAIL, beside a lane table mail, must not pass for migrated: migrate and
+// the schema check refuse it, saying why, and the application's rows and
+// the other lane's record stay as they were.
+func TestRecordNamesItsTableExactly(t *testing.T) {
+	s := newMariaDBStore(t)
+	ctx := context.Background()
+	var folded int
+	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT @@lower_case_table_names`).Scan(&folded))
+	if folded != 0 {
+		t.Skipf("lower_case_table_names=%d: the server folds table names, so mail and MAIL are one table and the case cannot arise", folded)
+	}
+	require.NoError(t, Migrate(ctx, s.db, "case_lane"))
+	_, err := s.db.ExecContext(ctx, "CREATE TABLE `CASE_LANE` (id BIGINT PRIMARY KEY, status INT, next_run BIGINT, note TEXT)")
+	require.NoError(t, err)
+	_, err = s.db.ExecContext(ctx, "INSERT INTO `CASE_LANE` VALUES (1, 2, 0, 'the application''s own')")
+	require.NoError(t, err)
+
+	require.ErrorContains(t, Migrate(ctx, s.db, "CASE_LANE"), "differs only in case")
+	require.ErrorContains(t, CheckSchema(ctx, s.db, "CASE_LANE"), "differs only in case")
+	v, err := TableVersion(ctx, s.db, "CASE_LANE")
+	require.ErrorContains(t, err, "differs only in case")
+	require.Zero(t, v)
+
+	require.Equal(t, 1, countRows(t, s.db, "`CASE_LANE`", "note = 'the application''s own'"))
+	require.NoError(t, CheckSchema(ctx, s.db, "case_lane"))
+	v, err = TableVersion(ctx, s.db, "case_lane")
+	require.NoError(t, err)
+	require.Equal(t, SchemaVersion(), v)
+}
