@@ -196,6 +196,43 @@ func TestOnlyTheMailsOwnRecipient(t *testing.T) {
 	assert.Equal(t, "ann@example.com", es[0].Address)
 }
 
+// TestOneComplaintPerMail: the recipient of a mail knows its return path
+// and can send it ARF reports of any Feedback-Type. They are one complaint
+// about one mail, counted once in the lane's complaint rate; a report of a
+// type that says no complaint (not-spam, auth-failure) or that no standard
+// defines adds none, and suppresses nothing.
+func TestOneComplaintPerMail(t *testing.T) {
+	complaints := func(f *fixture) int {
+		n := 0
+		for _, e := range f.events(t) {
+			if e.Type == inbound.Complained && e.Lane == "news" {
+				n++
+			}
+		}
+		return n
+	}
+	report := func(f *fixture, feedbackType string) string {
+		text := f.fixtureText(t, "arf-abuse.eml")
+		require.Contains(t, text, "\nFeedback-Type: abuse\n")
+		return strings.Replace(text, "\nFeedback-Type: abuse\n", "\nFeedback-Type: "+feedbackType+"\n", 1)
+	}
+
+	f := start(t, 0)
+	for _, typ := range []string{"not-spam", "auth-failure", "abuse-1", "x"} {
+		require.NoError(t, f.send(t, f.rp, report(f, typ)), typ)
+	}
+	assert.Zero(t, complaints(f), "no complaint among these types")
+	assert.Empty(t, f.suppressed(t))
+
+	for _, typ := range []string{"abuse", "fraud", "virus", "other", "abuse-2", "Abuse"} {
+		require.NoError(t, f.send(t, f.rp, report(f, typ)), typ)
+	}
+	assert.Equal(t, 1, complaints(f), "complaints recorded about one mail")
+	es := f.suppressed(t)
+	require.Len(t, es, 1)
+	assert.Equal(t, suppress.Complaint, es[0].Reason)
+}
+
 func TestRefusals(t *testing.T) {
 	f := start(t, 4096)
 	text := f.fixtureText(t, "postfix-5.1.1.eml")

@@ -208,16 +208,19 @@ func (b *backend) events(ctx context.Context, rps []returnPath, rep *Report) ([]
 			e := base
 			e.Provider, e.Type = ProviderARF, inbound.Complained
 			e.Detail = "mail " + where + "; feedback type " + rep.FeedbackType
-			switch rep.FeedbackType {
-			case "not-spam", "auth-failure":
-				continue // not a complaint about the recipient's wish
+			if !complaintTypes[rep.FeedbackType] {
+				continue // not-spam, auth-failure, or a type no standard defines
 			}
 			if found {
 				e.Suppress = suppress.Complaint
 			} else {
 				e.Detail += "; the mail is no longer in the queue"
 			}
-			e.EventID = eventID(where, e.Type, rep.FeedbackType, e.Recipient)
+			// One complaint per mail and recipient, whatever the type: a
+			// recipient knows the return path of the mail they got and
+			// could otherwise add a complaint per report to the lane's
+			// complaint rate.
+			e.EventID = eventID(where, e.Type, "", e.Recipient)
 			if e.Recipient == "" {
 				continue
 			}
@@ -336,6 +339,11 @@ func detail(where string, r Recipient, err error, found bool) string {
 
 // eventID identifies an event for deduplication: the same result for the
 // same mail and recipient is one event however often it is reported.
+// complaintTypes are the ARF feedback types (RFC 5965) that say the
+// recipient did not want the mail; not-spam says the opposite, and
+// auth-failure (RFC 6591) is about the sender's authentication.
+var complaintTypes = map[string]bool{"abuse": true, "fraud": true, "virus": true, "other": true}
+
 func eventID(where, typ, status, rcpt string) string {
 	n, err := suppress.Normalize(rcpt)
 	if err != nil {
