@@ -1,6 +1,8 @@
 package inbound
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -59,6 +61,34 @@ func (r sesRecipient) detail(prefix ...string) string {
 	return strings.Join(nonEmpty(append(prefix, r.Status, r.DiagnosticCode)...), " ")
 }
 
+// maxEventID is the size of the event_id column, which on MySQL holds
+// ASCII only.
+const maxEventID = 191
+
+// sesEventID identifies the event about addr in the SNS message snsID:
+// snsID/addr in lower case, or snsID/ and a hash of it when that would not
+// fit the column as it is (too long, or not ASCII). Cut short or turned
+// into ?, two long addresses that begin alike would have one id, and the
+// second's bounce would be dropped as a duplicate.
+func sesEventID(snsID, addr string) string {
+	addr = strings.ToLower(addr)
+	id := snsID + "/" + addr
+	if len(id) <= maxEventID && isASCII(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(addr))
+	return snsID + "/sha256:" + hex.EncodeToString(sum[:16])
+}
+
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 // parseSES turns the Message of a verified SNS notification into one
 // event per recipient the notification names. snsID is the SNS
 // MessageId, which with the recipient identifies each event; at is the
@@ -77,7 +107,7 @@ func parseSES(message, snsID string, at time.Time) ([]Event, error) {
 	add := func(addr, typ, detail, ts string, reason suppress.Reason) {
 		e := base
 		e.Recipient, e.Type, e.Detail, e.Suppress = addr, typ, detail, reason
-		e.EventID = snsID + "/" + strings.ToLower(addr)
+		e.EventID = sesEventID(snsID, addr)
 		e.Time = at
 		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
 			e.Time = t.UTC()
@@ -106,12 +136,15 @@ func parseSES(message, snsID string, at time.Time) ([]Event, error) {
 		if c == nil {
 			return nil, fmt.Errorf("a Complaint notification without complaint")
 		}
-		reason := suppress.Complaint
-		if c.ComplaintFeedbackType == "not-spam" {
-			reason = "" // the recipient said it is not spam
+		switch c.ComplaintFeedbackType {
+		case "not-spam", "auth-failure":
+			// The recipient said it is not spam, or the report is about
+			// the sender's authentication: no complaint, none counted in
+			// the lane's complaint rate (as the bounce listener's ARF).
+			return nil, nil
 		}
 		for _, r := range c.ComplainedRecipients {
-			add(r.EmailAddress, Complained, strings.Join(nonEmpty(c.ComplaintFeedbackType, c.ComplaintSubType), " "), c.Timestamp, reason)
+			add(r.EmailAddress, Complained, strings.Join(nonEmpty(c.ComplaintFeedbackType, c.ComplaintSubType), " "), c.Timestamp, suppress.Complaint)
 		}
 	case "Delivery":
 		if n.Delivery == nil {

@@ -3,6 +3,7 @@ package inbound
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -74,6 +75,63 @@ func TestSESNotificationsAreVerifiedAndRecorded(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, evs, 2, "linked by our own Message-ID too")
 	})
+}
+
+// TestSESEachRecipientIsItsOwnEvent: an event's id is the SNS message
+// and the recipient, and must stay one per recipient where the column
+// cannot hold the address as it is: two long addresses that begin alike
+// (cut at the column's size they were one id, and the second bounce was
+// dropped as a duplicate) and, on MySQL's ASCII column, two addresses
+// that differ only in letters outside ASCII. A repeat of the notification
+// is still one event per recipient.
+func TestSESEachRecipientIsItsOwnEvent(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		sig := newSigner(t)
+		h := testHandler(t, s, sig, nil, nil)
+		domain := strings.Repeat("x", 60) + "." + strings.Repeat("y", 60) + "." + strings.Repeat("z", 40)
+		addrs := []string{"user@" + domain + ".a.example", "user@" + domain + ".b.example", "jürgen@example.de", "jörgen@example.de"}
+		var recipients, destination []string
+		for _, a := range addrs {
+			require.Less(t, len(a), 254)
+			recipients = append(recipients, `{"emailAddress":"`+a+`","status":"5.1.1"}`)
+			destination = append(destination, `"`+a+`"`)
+		}
+		msg := `{"notificationType":"Bounce","bounce":{"bounceType":"Permanent","bounceSubType":"General",
+"bouncedRecipients":[` + strings.Join(recipients, ",") + `],"timestamp":"2026-12-06T00:59:00.000Z"},
+"mail":{"messageId":"0102018f-long","destination":[` + strings.Join(destination, ",") + `]}}`
+		n := notification(msg, "6c1f0a52-3b1e-5d6c-9f1a-2b7e8c0d4e11", time.Now()) // an SNS MessageId is a UUID
+		sig.sign(t, n, "2")
+		for range 2 {
+			rec := post(h, "/webhooks/ses", mustJSON(t, n), nil)
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		}
+		events, _ := counts(t, s)
+		assert.Equal(t, len(addrs), events)
+		got := suppressedReasons(t, s)
+		for _, a := range addrs {
+			assert.Equal(t, suppress.HardBounce, got[a], a)
+		}
+		assert.Len(t, got, len(addrs))
+	})
+}
+
+// TestSESNotSpamIsNoComplaint: a complaint of feedback type not-spam (the
+// recipient says the mail is not spam) or auth-failure (a report on the
+// sender's authentication) records no complaint, which the lane's
+// complaint rate would count, and suppresses nothing.
+func TestSESNotSpamIsNoComplaint(t *testing.T) {
+	s := newSQLite(t)
+	sig := newSigner(t)
+	h := testHandler(t, s, sig, nil, nil)
+	for i, typ := range []string{"not-spam", "auth-failure"} {
+		n := notification(strings.Replace(sesComplaint, `"abuse"`, `"`+typ+`"`, 1), fmt.Sprintf("sns-ns-%d", i), time.Now())
+		sig.sign(t, n, "2")
+		rec := post(h, "/webhooks/ses", mustJSON(t, n), nil)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	}
+	events, suppressed := counts(t, s)
+	assert.Zero(t, events)
+	assert.Zero(t, suppressed)
 }
 
 func TestSESBadInputChangesNothing(t *testing.T) {

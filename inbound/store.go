@@ -253,7 +253,7 @@ func (s *Store) record(ctx context.Context, evs []Event, p suppress.Policy, unsu
 	now := s.now()
 	stmt := s.d.Rebind(s.d.insertIgnore(`provider, event_id, type, recipient, provider_msg_id, message_id, occurred_at, received_at, detail, lane, mail_id`, `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`))
 	for _, e := range evs {
-		res, err := tx.ExecContext(ctx, stmt, e.Provider, clip(e.EventID, 191), e.Type, clip(e.Recipient, 254),
+		res, err := tx.ExecContext(ctx, stmt, e.Provider, clip(e.EventID, maxEventID), e.Type, clip(e.Recipient, 254),
 			clip(e.ProviderMessageID, 255), clip(e.MessageID, 255), e.Time.UnixMilli(), now.UnixMilli(), clip(e.Detail, maxDetail), e.Lane, e.MailID)
 		if err != nil {
 			return r, fmt.Errorf("inbound: recording a %s event: %w", e.Provider, err)
