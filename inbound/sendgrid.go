@@ -91,51 +91,75 @@ type sendGridEvent struct {
 	BounceClass string          `json:"bounce_classification"`
 }
 
-// parseSendGrid turns a verified post into events.
+// kind is the type of event r is recorded as, and what it suppresses; ""
+// for an event not recorded: processed, open, click, group_resubscribe,
+// the account's events (which name no recipient), types added later.
+func (r sendGridEvent) kind() (string, suppress.Reason) {
+	switch r.Event {
+	case "delivered":
+		return Delivered, ""
+	case "bounce":
+		if r.Type == "blocked" {
+			return Blocked, "" // SendGrid's "blocked": a refusal about the sender or content, not the address
+		}
+		return Bounced, suppress.HardBounce
+	case "dropped":
+		return Dropped, ""
+	case "deferred":
+		return Deferred, ""
+	case "spamreport":
+		return Complained, suppress.Complaint
+	case "unsubscribe":
+		return Unsubscribed, suppress.Unsubscribe
+	case "group_unsubscribe":
+		return GroupUnsubscribe, suppress.Unsubscribe
+	}
+	return "", ""
+}
+
+// kept reports whether an event of r's type is recorded at all.
+func (r sendGridEvent) kept() bool {
+	typ, _ := r.kind()
+	return typ != ""
+}
+
+// parseSendGrid turns a verified post into events. An event not recorded
+// is passed over whatever it lacks or holds: refusing the post for it
+// would make SendGrid send the whole post again and again, until it gives
+// up the events recorded beside it too.
 func parseSendGrid(body []byte) ([]Event, error) {
-	var raw []sendGridEvent
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, fmt.Errorf("not a JSON array of events: %w", err)
 	}
 	var out []Event
-	for i, r := range raw {
-		if r.EventID == "" || r.Email == "" || r.Event == "" {
-			return nil, fmt.Errorf("event %d: sg_event_id, email and event are required", i+1)
+	for i, ev := range raw {
+		var r sendGridEvent
+		if err := json.Unmarshal(ev, &r); err != nil {
+			var kind struct {
+				Event string `json:"event"`
+			}
+			if json.Unmarshal(ev, &kind) == nil && !(sendGridEvent{Event: kind.Event}).kept() {
+				continue // not an event kept, whatever its shape
+			}
+			return nil, fmt.Errorf("event %d: %w", i+1, err)
+		}
+		var e Event
+		if e.Type, e.Suppress = r.kind(); e.Type == "" {
+			continue
+		}
+		if r.EventID == "" || r.Email == "" {
+			return nil, fmt.Errorf("event %d (%s): sg_event_id and email are required", i+1, r.Event)
 		}
 		secs, err := r.Timestamp.Int64()
 		if err != nil {
 			return nil, fmt.Errorf("event %d: timestamp %q is not unix seconds", i+1, r.Timestamp)
 		}
-		e := Event{Provider: SendGrid, EventID: r.EventID, Recipient: r.Email, Time: time.Unix(secs, 0).UTC(), MessageID: bareID(r.SMTPID)}
+		e.Provider, e.EventID, e.Recipient, e.Time, e.MessageID = SendGrid, r.EventID, r.Email, time.Unix(secs, 0).UTC(), bareID(r.SMTPID)
 		// sg_message_id is the X-Message-Id the API answered the send
 		// with (the provider id the worker stored), then ".filter...".
 		e.ProviderMessageID, _, _ = strings.Cut(r.MessageID, ".")
-		detail := strings.TrimSpace(strings.Join(nonEmpty(r.Type, r.Status, r.BounceClass, r.Reason, r.Response), " "))
-		e.Detail = detail
-		switch r.Event {
-		case "delivered":
-			e.Type = Delivered
-		case "bounce":
-			if r.Type == "blocked" {
-				e.Type = Blocked // SendGrid's "blocked": a refusal about the sender or content, not the address
-			} else {
-				e.Type, e.Suppress = Bounced, suppress.HardBounce
-			}
-		case "dropped":
-			e.Type = Dropped
-		case "deferred":
-			e.Type = Deferred
-		case "spamreport":
-			e.Type, e.Suppress = Complained, suppress.Complaint
-		case "unsubscribe":
-			e.Type, e.Suppress = Unsubscribed, suppress.Unsubscribe
-		case "group_unsubscribe":
-			e.Type, e.Suppress = GroupUnsubscribe, suppress.Unsubscribe
-		default:
-			continue // processed, open, click, group_resubscribe: nothing to learn
-		}
+		e.Detail = strings.TrimSpace(strings.Join(nonEmpty(r.Type, r.Status, r.BounceClass, r.Reason, r.Response), " "))
 		out = append(out, e)
 	}
 	return out, nil

@@ -49,6 +49,28 @@ func TestSendGridEventsAreVerifiedAndRecorded(t *testing.T) {
 	})
 }
 
+// TestSendGridEventsNotKeptRefuseNothing: an event of a type mailspool
+// learns nothing from is passed over whatever it lacks: the account's
+// events name no recipient, and refusing the post for them would lose the
+// bounce beside them once SendGrid stops sending it again.
+func TestSendGridEventsNotKeptRefuseNothing(t *testing.T) {
+	s := newSQLite(t)
+	k, shown := sendGridKey(t)
+	key, err := ParseSendGridKey(shown)
+	require.NoError(t, err)
+	h := testHandler(t, s, nil, key, nil)
+	body := []byte(`[
+{"event":"account_status_change","sg_event_id":"acct-1","timestamp":1765000010,"type":"compliance_suspend"},
+{"event":"processed","email":"ok@example.com","timestamp":"soon"},
+{"email":"gone@example.com","timestamp":1765000000,"event":"bounce","type":"bounce","sg_event_id":"ev-1","sg_message_id":"x1.filter","status":"5.1.1"}
+]`)
+	rec := post(h, "/webhooks/sendgrid", body, signSendGrid(t, k, body, time.Now()))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	events, _ := counts(t, s)
+	assert.Equal(t, 1, events)
+	assert.Equal(t, map[string]suppress.Reason{"gone@example.com": suppress.HardBounce}, suppressedReasons(t, s))
+}
+
 func TestSendGridBadInputChangesNothing(t *testing.T) {
 	s := newSQLite(t)
 	k, shown := sendGridKey(t)
