@@ -13,7 +13,6 @@ import (
 	"github.com/mailspool/mailspool/inbound"
 	"github.com/mailspool/mailspool/internal/duration"
 	"github.com/mailspool/mailspool/queue"
-	"github.com/mailspool/mailspool/suppress"
 )
 
 // serveConfig is the [serve] table: the public endpoint of the provider
@@ -80,12 +79,10 @@ func loadServe(sc *serveConfig, more bool) (*Serve, error) {
 		return nil, fmt.Errorf("config: serve.max_body: %d is not between 1 and %d bytes", sc.MaxBody, 64<<20)
 	}
 	s.Options.MaxBody = sc.MaxBody
-	if sc.UnsubscribeScope != "" {
-		if err := suppress.CheckScope(sc.UnsubscribeScope); err != nil {
-			return nil, fmt.Errorf("config: serve.unsubscribe_scope: %w", err)
-		}
-		s.Options.UnsubscribeScope = sc.UnsubscribeScope
+	if err := inbound.CheckUnsubscribeScope(sc.UnsubscribeScope); err != nil {
+		return nil, fmt.Errorf("config: serve.unsubscribe_scope: %w", err)
 	}
+	s.Options.UnsubscribeScope = sc.UnsubscribeScope
 	if s.Options.Policy, err = buildPolicy(sc.Suppression); err != nil {
 		return nil, fmt.Errorf("config: serve.suppression.%w", err)
 	}

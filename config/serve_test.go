@@ -70,7 +70,12 @@ verification_key = "!!"`, "serve.sendgrid.verification_key"},
 listen = ":8025"
 [serve.ses]
 topic_arns = ["my-topic"]`, "serve.ses.topic_arns"},
-		"no provider":           {"[serve]\nlisten = \":8025\"", "nothing to serve"},
+		"no provider": {"[serve]\nlisten = \":8025\"", "nothing to serve"},
+		"unsubscribes everywhere": {`[serve]
+listen = ":8025"
+unsubscribe_scope = "all"
+[serve.ses]
+topic_arns = ["arn:aws:sns:eu-west-1:123456789012:ses-events"]`, "serve.unsubscribe_scope: inbound: an unsubscribe applies to one lane"},
 		"a bad policy":          {"[lanes.x.suppression]\nhard_bounce = \"sometimes\"", "lanes.x.suppression: hard_bounce"},
 		"an unknown reason key": {"[lanes.x.suppression]\nsoft_bounce = \"forever\"", "unknown key"},
 		"a bad hold":            {"[lanes.x.suppression]\nhold = \"-1h\"", "lanes.x.suppression: hold"},

@@ -36,9 +36,9 @@ type Options struct {
 	// Policy says how long what the events teach suppresses (the zero
 	// Policy: until removed; Bypass is ignored here).
 	Policy suppress.Policy
-	// UnsubscribeScope is the scope an unsubscribe event suppresses its
-	// recipient in (a lane name, or "all"); "" records unsubscribes
-	// without suppressing.
+	// UnsubscribeScope is the lane an unsubscribe event suppresses its
+	// recipient in, never "all" (CheckUnsubscribeScope); "" records
+	// unsubscribes without suppressing.
 	UnsubscribeScope string
 	// Link, when not nil, finds the mails the events are about by their
 	// provider message ids, so that each event is stored with its lane
@@ -88,10 +88,8 @@ func NewHandler(db *sql.DB, opts Options) (*Handler, error) {
 	if opts.MaxBody < 0 {
 		return nil, fmt.Errorf("inbound: negative max body %d", opts.MaxBody)
 	}
-	if opts.UnsubscribeScope != "" {
-		if err := suppress.CheckScope(opts.UnsubscribeScope); err != nil {
-			return nil, err
-		}
+	if err := CheckUnsubscribeScope(opts.UnsubscribeScope); err != nil {
+		return nil, err
 	}
 	for _, arn := range opts.SESTopics {
 		if !strings.HasPrefix(arn, "arn:aws") || strings.Count(arn, ":") != 5 {
@@ -237,4 +235,21 @@ func ForMail(ctx context.Context, db *sql.DB, providerID, messageID string) ([]E
 		return nil, err
 	}
 	return s.ForMail(ctx, providerID, messageID)
+}
+
+// CheckUnsubscribeScope says what is wrong with scope as
+// Options.UnsubscribeScope: a lane name, or "" for none. An unsubscribe
+// applies to one lane: one from a newsletter must never stop a password
+// reset, so "all" is refused.
+func CheckUnsubscribeScope(scope string) error {
+	if scope == "" {
+		return nil
+	}
+	if err := suppress.CheckScope(scope); err != nil {
+		return err
+	}
+	if scope == suppress.ScopeAll {
+		return fmt.Errorf("inbound: an unsubscribe applies to one lane, never %q: a newsletter's unsubscribe must not stop a password reset; name the lane", suppress.ScopeAll)
+	}
+	return nil
 }
