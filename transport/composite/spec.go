@@ -2,6 +2,7 @@ package composite
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -210,17 +211,38 @@ func splitMembers(body string) ([]string, error) {
 	return out, nil
 }
 
-// memberName is scheme://host of a member URL, without user info.
+// memberName is scheme://host of a member URL, without user info. It is
+// read from the URL as transport.Redact shows it, so that a password with
+// a "/", "#" or "?" ("smtp://u:S3C/RET@h") is never taken for the host:
+// Redact has already decided where the user info ends. The host keeps the
+// spelling it was written with (Redact escapes a non-ASCII host), so that
+// a member's name, the key of its health row, does not change.
 func memberName(raw string) string {
 	scheme, rest, _ := strings.Cut(raw, "://")
-	host := rest
-	if i := strings.IndexAny(host, "/?#"); i >= 0 {
-		host = host[:i]
-	}
-	if i := strings.LastIndex(host, "@"); i >= 0 {
-		host = host[i+1:]
+	_, shown, _ := strings.Cut(transport.Redact(raw), "://")
+	host := hostOf(shown)
+	if written := hostOf(rest); written != host {
+		// Either Redact escaped a non-ASCII host, or it took everything
+		// up to a later "@" for user info and written may be part of a
+		// password. Take written only when it is host unescaped, which
+		// shows nothing host does not.
+		if u, err := url.PathUnescape(host); err == nil && u == written {
+			host = written
+		}
 	}
 	return strings.ToLower(scheme) + "://" + host
+}
+
+// hostOf is the host (and port) at the start of what follows a URL's
+// "://": up to the first "/", "?" or "#", after the last "@" before it.
+func hostOf(rest string) string {
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return rest
 }
 
 // String writes sp back in the syntax Parse reads, each member redacted.

@@ -54,3 +54,42 @@ func TestParseErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberNameHidesThePassword: a member's name is shown in errors, the
+// health table, stats, logs and metric labels, so it must never hold any
+// part of a password, including one that breaks the URL syntax with a
+// "/", "#" or "?"; and the name of an ordinary member URL, the key of its
+// health row, stays what it was.
+func TestMemberNameHidesThePassword(t *testing.T) {
+	for in, want := range map[string]string{
+		"smtp://mailer:S3C/RET@127.0.0.1:25": "smtp://127.0.0.1:25",
+		"smtp://mailer:S3C#RET@h.example":    "smtp://h.example",
+		"smtp://mailer:S3C?RET@h.example":    "smtp://h.example",
+		"smtp://mailer:12#34@h.example:587":  "smtp://h.example:587",
+		"smtps://:S3C/R#E?T@h.example":       "smtps://h.example",
+		// Ordinary URLs keep their names as written.
+		"smtp://u:pw@a.example:587?password_env=X": "smtp://a.example:587",
+		"SMTP://U:P@Mail.Example.COM:587":          "smtp://Mail.Example.COM:587",
+		"smtp://u:p%40ss@b":                        "smtp://b",
+		"smtp://mailer@h":                          "smtp://h",
+		"smtp://u:pw@bücher.example:25":            "smtp://bücher.example:25",
+		"smtp://b%C3%BCcher.example":               "smtp://b%C3%BCcher.example",
+		"smtp://u:p@[::1]:25":                      "smtp://[::1]:25",
+		"smtp://127.0.0.1:2525?tls=none#x":         "smtp://127.0.0.1:2525",
+		"sendgrid://apikey:SG.x@eu?timeout=5s":     "sendgrid://eu",
+		"ses://AKIA:sec@default?region=eu-west-1":  "ses://default",
+		"fake://?script=ok,550":                    "fake://",
+		"fake://a/":                                "fake://a",
+	} {
+		sp, err := Parse("roundrobin(" + in + ", fake://other; weights=1,1)")
+		require.NoError(t, err, in)
+		assert.Equal(t, want, sp.Members[0].Name, in)
+
+		_, err = Parse("roundrobin(" + in + ", fake://other; weights=0,1)")
+		require.Error(t, err, in)
+		assert.Contains(t, err.Error(), "of member 1 ("+want+")", in)
+		for _, secret := range []string{"S3C", "RET", ":12", "34"} {
+			assert.NotContains(t, err.Error(), secret, in)
+		}
+	}
+}
