@@ -37,16 +37,18 @@ func optionsFromURL(u *url.URL) (*Options, error) {
 	if !strings.EqualFold(u.Scheme, Scheme) {
 		return nil, fmt.Errorf("sendgrid: URL scheme %q is not %q", u.Scheme, Scheme)
 	}
-	if err := transport.CheckQuery(u, "endpoint", "timeout"); err != nil {
-		return nil, err
-	}
 	var o Options
 	if u.User != nil {
-		// The user name is never quoted: a key put there by mistake would leak.
+		// The user name is never quoted: a key put there by mistake would
+		// leak. So it is checked first, before any error that quotes the
+		// URL (they show its user name).
 		if name := u.User.Username(); name != "" && name != "apikey" {
 			return nil, errors.New("sendgrid: the URL user name must be empty or \"apikey\"; the API key goes in the password (sendgrid://apikey:KEY@default)")
 		}
 		o.APIKey, _ = u.User.Password()
+	}
+	if err := transport.CheckQuery(u, "endpoint", "timeout"); err != nil {
+		return nil, err
 	}
 	q := u.Query()
 	o.Endpoint = q.Get("endpoint")

@@ -32,6 +32,13 @@ func TestOpenURL(t *testing.T) {
 		{name: "endpoint with path prefix", url: "sendgrid://apikey:" + testKey + "@default?endpoint=https://proxy.example/sendgrid/", base: "https://proxy.example/sendgrid", timeout: DefaultTimeout, key: testKey},
 		{name: "no key", url: "sendgrid://default", errWants: "no API key"},
 		{name: "key in user name", url: "sendgrid://" + testKey + "@default", errWants: "user name must be empty"},
+		// The key in the user name is refused before any error that quotes the URL.
+		{name: "key in user name and unknown parameter", url: "sendgrid://" + testKey + "@default?bogus=1", errWants: "user name must be empty"},
+		{name: "key in user name and repeated parameter", url: "sendgrid://" + testKey + "@default?timeout=5s&timeout=6s", errWants: "user name must be empty"},
+		{name: "key in user name and unknown host", url: "sendgrid://" + testKey + "@api.sendgrid.com", errWants: "user name must be empty"},
+		{name: "key in user name and path", url: "sendgrid://" + testKey + "@default/v3", errWants: "user name must be empty"},
+		{name: "key in user name and eu with endpoint", url: "sendgrid://" + testKey + "@eu?endpoint=http://127.0.0.1:1", errWants: "user name must be empty"},
+		{name: "key in the endpoint's user name", url: "sendgrid://apikey:" + testKey + "@default?endpoint=" + url.QueryEscape("ftp://"+testKey+"@127.0.0.1:8025"), errWants: "must not contain user info"},
 		{name: "unknown parameter", url: "sendgrid://apikey:" + testKey + "@default?region=eu", errWants: `unknown parameter "region"`},
 		{name: "unknown host", url: "sendgrid://apikey:" + testKey + "@api.sendgrid.com", errWants: `host must be "default" or "eu"`},
 		{name: "eu with endpoint", url: "sendgrid://apikey:" + testKey + "@eu?endpoint=http://127.0.0.1:1", errWants: "both the host"},

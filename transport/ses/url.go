@@ -38,6 +38,17 @@ func optionsFromURL(u *url.URL) (*Options, error) {
 	if !strings.EqualFold(u.Scheme, Scheme) {
 		return nil, fmt.Errorf("ses: URL scheme %q is not %q", u.Scheme, Scheme)
 	}
+	var o Options
+	if u.User != nil {
+		o.AccessKeyID = u.User.Username()
+		o.SecretAccessKey, _ = u.User.Password()
+		if o.AccessKeyID == "" || o.SecretAccessKey == "" {
+			// Neither part is quoted: a secret put in the wrong place would
+			// leak. So this is checked first, before any error that quotes
+			// the URL (they show its user name).
+			return nil, errors.New("ses: the URL user info must be ACCESS_KEY_ID:SECRET_ACCESS_KEY, both non-empty")
+		}
+	}
 	if err := transport.CheckQuery(u, "region", "configuration_set", "endpoint", "timeout"); err != nil {
 		return nil, err
 	}
@@ -48,19 +59,9 @@ func optionsFromURL(u *url.URL) (*Options, error) {
 		return nil, fmt.Errorf("ses: URL %q must not have a path", transport.RedactURL(u))
 	}
 	q := u.Query()
-	o := Options{
-		Region:           q.Get("region"),
-		ConfigurationSet: q.Get("configuration_set"),
-		Endpoint:         q.Get("endpoint"),
-	}
-	if u.User != nil {
-		o.AccessKeyID = u.User.Username()
-		o.SecretAccessKey, _ = u.User.Password()
-		if o.AccessKeyID == "" || o.SecretAccessKey == "" {
-			// Neither part is quoted: a secret put in the wrong place would leak.
-			return nil, errors.New("ses: the URL user info must be ACCESS_KEY_ID:SECRET_ACCESS_KEY, both non-empty")
-		}
-	}
+	o.Region = q.Get("region")
+	o.ConfigurationSet = q.Get("configuration_set")
+	o.Endpoint = q.Get("endpoint")
 	timeout, err := urlopt.Timeout(u)
 	if err != nil {
 		return nil, fmt.Errorf("ses: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,6 +29,12 @@ func TestURLErrors(t *testing.T) {
 		{"ses://AKIA1:" + secret + "@default/v2?region=eu-west-1", "must not have a path"},
 		{"ses://AKIA1@default?region=eu-west-1", "ACCESS_KEY_ID:SECRET_ACCESS_KEY"},
 		{"ses://:" + secret + "@default?region=eu-west-1", "ACCESS_KEY_ID:SECRET_ACCESS_KEY"},
+		// A secret in the user name is refused before any error that quotes the URL.
+		{"ses://" + secret + "@default?regoin=eu-west-1", "ACCESS_KEY_ID:SECRET_ACCESS_KEY"},
+		{"ses://" + secret + "@default?region=eu-west-1&region=us-east-1", "ACCESS_KEY_ID:SECRET_ACCESS_KEY"},
+		{"ses://" + secret + "@eu-west-1", "ACCESS_KEY_ID:SECRET_ACCESS_KEY"},
+		{"ses://" + secret + "@default/v2?region=eu-west-1", "ACCESS_KEY_ID:SECRET_ACCESS_KEY"},
+		{"ses://AKIA1:" + secret + "@default?region=eu-west-1&endpoint=" + url.QueryEscape("ftp://"+secret+"@127.0.0.1"), "must not contain user info"},
 		{"ses://AKIA1:" + secret + "@default", "region is required with static credentials"},
 		{"ses://AKIA1:" + secret + "@default?region=EU_WEST_1", "not a region name"},
 		{"ses://AKIA1:" + secret + "@default?region=eu-west-1&timeout=soon", "not a positive duration"},

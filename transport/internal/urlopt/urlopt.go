@@ -21,12 +21,17 @@ func Endpoint(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("endpoint %q is not an http:// or https:// URL", transport.Redact(raw))
 	}
 	switch {
+	case u.User != nil:
+		// Checked first, and not quoted: a token in the user name
+		// ("https://TOKEN@proxy") would leak, and the other errors
+		// quote the URL.
+		shown := *u
+		shown.User = url.User("xxxxx")
+		return nil, fmt.Errorf("endpoint %q must not contain user info", transport.RedactURL(&shown))
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, fmt.Errorf("endpoint %q must start with http:// or https://", transport.RedactURL(u))
 	case u.Host == "":
 		return nil, fmt.Errorf("endpoint %q has no host", transport.RedactURL(u))
-	case u.User != nil:
-		return nil, fmt.Errorf("endpoint %q must not contain user info", transport.RedactURL(u))
 	case u.RawQuery != "" || u.Fragment != "":
 		return nil, fmt.Errorf("endpoint %q must not have a query or fragment", transport.RedactURL(u))
 	}

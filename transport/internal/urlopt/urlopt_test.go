@@ -22,6 +22,11 @@ func TestEndpoint(t *testing.T) {
 		{"http://127.0.0.1?x=1", "must not have a query or fragment"},
 		{"http://127.0.0.1#top", "must not have a query or fragment"},
 		{"http://u:hunter2@[::1", "is not an http:// or https:// URL"},
+		// A token in the user name is never quoted, whatever else is wrong.
+		{"http://hunter2@127.0.0.1", `endpoint "http://xxxxx@127.0.0.1" must not contain user info`},
+		{"ftp://hunter2@127.0.0.1", "must not contain user info"},
+		{"http://hunter2@", "must not contain user info"},
+		{"http://hunter2:@127.0.0.1?x=1", "must not contain user info"},
 	}
 	for _, tt := range tests {
 		u, err := Endpoint(tt.raw)
