@@ -80,7 +80,9 @@ func (m *Mux) OpenTransport(ctx context.Context, rawURL string) (Transport, erro
 // Redact returns rawURL fit for logs and errors: any password replaced by
 // "xxxxx", and the value of any query parameter whose name says it holds a
 // secret (password, pass, pwd, secret, token, key; not a name ending in
-// "_env", which names a variable). When rawURL does not parse as a URL with
+// "_env", which names a variable). A query value that is itself a URL or a
+// DSN ("endpoint=https://user:pw@proxy") has its whole user info, secret
+// parameters and fragment replaced. When rawURL does not parse as a URL with
 // user info where its "@" says there is some (a password containing "/",
 // "#" or "?", a DSN like "user:pw@tcp(host)/db", "user:pw@host"),
 // everything before its last "@" is replaced instead.
@@ -93,7 +95,7 @@ func Redact(rawURL string) string {
 	}
 	u, err := url.Parse(rawURL)
 	if err == nil && u.Opaque == "" && (u.User != nil || !strings.Contains(rawURL, "@")) {
-		u.RawQuery = redactQuery(u.RawQuery)
+		u.RawQuery = redactQuery(u.RawQuery, u.Fragment)
 		if u.Fragment != "" {
 			u.Fragment, u.RawFragment = "xxxxx", ""
 		}
@@ -183,14 +185,19 @@ func redactLoose(s string) string {
 }
 
 // redactQuery replaces the values of secret-looking parameters in a raw
-// query string, leaving everything else as written.
-func redactQuery(raw string) string {
+// query string, and redacts any value that is itself a URL or a DSN (see
+// redactValue), leaving everything else as written. fragment is what
+// follows the query: a URL value with no "@" followed by one, there or in
+// a later parameter, may have had its user info cut by a "&" or "#"
+// written unescaped in its password, so it and all that follows it are
+// replaced.
+func redactQuery(raw, fragment string) string {
 	if raw == "" {
 		return raw
 	}
 	parts := strings.Split(raw, "&")
 	for i, p := range parts {
-		k, _, ok := strings.Cut(p, "=")
+		k, v, ok := strings.Cut(p, "=")
 		if !ok {
 			continue
 		}
@@ -198,11 +205,99 @@ func redactQuery(raw string) string {
 		if err != nil {
 			name = k
 		}
-		if secretParam(name) {
+		switch {
+		case secretParam(name):
 			parts[i] = k + "=xxxxx"
+		case cutUserInfo(v, strings.Join(parts[i+1:], "&")+"#"+fragment):
+			return strings.Join(append(parts[:i], k+"=xxxxx"), "&")
+		default:
+			parts[i] = k + "=" + redactValue(v)
 		}
 	}
 	return strings.Join(parts, "&")
+}
+
+// cutUserInfo reports whether the raw query value v may be the start of a
+// URL or DSN whose user info goes on past its end: it has a "://" or a
+// ":" but no "@", and rest, the text after it, has one.
+func cutUserInfo(v, rest string) bool {
+	s := unescapeValue(v)
+	return strings.Contains(s, ":") && !strings.Contains(s, "@") &&
+		(strings.Contains(rest, "@") || strings.Contains(rest, "%40"))
+}
+
+// unescapeValue is url.QueryUnescape that keeps a "%" that does not start
+// an escape instead of failing: what a query value says to a reader.
+func unescapeValue(v string) string {
+	if s, err := url.QueryUnescape(v); err == nil {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		switch {
+		case v[i] == '+':
+			b.WriteByte(' ')
+		case v[i] == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
+			b.WriteByte(unhex(v[i+1])<<4 | unhex(v[i+2]))
+			i += 2
+		default:
+			b.WriteByte(v[i])
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+// redactValue redacts a raw query value that is itself a URL or a DSN
+// ("endpoint=https://user:pw@proxy"): everything between its scheme and
+// its last "@" becomes "xxxxx" (the user name too: in a URL that is not a
+// transport's own it may be a token), and so do its own secret parameters
+// and its fragment. The value is read unescaped, as the adapter reads it;
+// one that was written escaped is written back escaped. A value that is
+// neither a URL nor a DSN (an address, "a@b.example") is kept as written.
+func redactValue(v string) string {
+	s := unescapeValue(v)
+	if !isURLOrDSN(s) {
+		return v
+	}
+	r := redactLoose(s)
+	if at := strings.LastIndex(s, "@"); at >= 0 {
+		prefix := ""
+		if i := strings.Index(s[:at], "://"); i >= 0 && urlScheme.MatchString(s[:i]) {
+			prefix = s[:i+3]
+		}
+		r = prefix + "xxxxx" + redactLoose(s[at:])
+	}
+	if r == s {
+		return v
+	}
+	if s == v {
+		return r
+	}
+	return url.QueryEscape(r)
+}
+
+// isURLOrDSN reports whether a query value is a URL ("scheme://...") or
+// has user info ("user:pw@host", "user:pw@tcp(host)/db").
+func isURLOrDSN(s string) bool {
+	if strings.Contains(s, "://") {
+		return true
+	}
+	at := strings.LastIndex(s, "@")
+	return at >= 0 && strings.Contains(s[:at], ":")
 }
 
 // secretParam reports whether a query parameter of this name holds a

@@ -218,6 +218,22 @@ func TestRedact(t *testing.T) {
 		// Secrets given as parameters.
 		"smtp://h?password=hunter2&password_env=P": "smtp://h?password=xxxxx&password_env=P",
 		"sendgrid://default?api_key=SG.x":          "sendgrid://default?api_key=xxxxx",
+		// A query value that is a URL or a DSN with user info: the whole
+		// user info goes, as written or escaped.
+		"sendgrid://apikey:K@eu?endpoint=https://proxyuser:S3CRET@proxy.example":              "sendgrid://apikey:xxxxx@eu?endpoint=https://xxxxx@proxy.example",
+		"sendgrid://apikey:K@eu?endpoint=https%3A%2F%2Fproxyuser%3AS3CRET%40proxy.example":    "sendgrid://apikey:xxxxx@eu?endpoint=https%3A%2F%2Fxxxxx%40proxy.example",
+		"ses://AKIA:s@default?endpoint=https://S3CRET@proxy.example&region=eu-west-1":         "ses://AKIA:xxxxx@default?endpoint=https://xxxxx@proxy.example&region=eu-west-1",
+		"sendgrid://apikey:K@eu?endpoint=https://u:S3C/R?E@T@proxy.example/p?token=S3CRET#x":  "sendgrid://apikey:xxxxx@eu?endpoint=https://xxxxx@proxy.example/p?token=xxxxx#xxxxx",
+		"smtp://u:p@h?ca_file=root:S3CRET@tcp(db)/app":                                        "smtp://u:xxxxx@h?ca_file=xxxxx@tcp(db)/app",
+		"smtp://u:p@h?ca_file=https://h.example/ca?token=S3CRET":                              "smtp://u:xxxxx@h?ca_file=https://h.example/ca?token=xxxxx",
+		"sendgrid://apikey:K@eu?endpoint=https://u:S3C&RET@proxy.example&timeout=5s":          "sendgrid://apikey:xxxxx@eu?endpoint=xxxxx",
+		"sendgrid://apikey:K@eu?endpoint=https://u:S3C#RET@proxy.example":                     "sendgrid://apikey:xxxxx@eu?endpoint=xxxxx#xxxxx",
+		"sendgrid://apikey:K@eu?endpoint=https%3A%2F%2Fu%3AS3C&x=RET%40proxy.example":         "sendgrid://apikey:xxxxx@eu?endpoint=xxxxx",
+		"sendgrid://apikey:K@eu?endpoint=https%3A%2F%2Fu%3AS3C%40proxy.example%zz&timeout=5s": "sendgrid://apikey:xxxxx@eu?endpoint=https%3A%2F%2Fxxxxx%40proxy.example%25zz&timeout=5s",
+		// Values that are not URLs with user info are kept as written.
+		"smtp://u:p@h?helo=a@b.example":                                          "smtp://u:xxxxx@h?helo=a@b.example",
+		"sendgrid://apikey:K@default?endpoint=http://127.0.0.1:8025/&timeout=5s": "sendgrid://apikey:xxxxx@default?endpoint=http://127.0.0.1:8025/&timeout=5s",
+		"sendgrid://apikey:K@default?endpoint=https%3A%2F%2Fproxy.example%2Fsg":  "sendgrid://apikey:xxxxx@default?endpoint=https%3A%2F%2Fproxy.example%2Fsg",
 		// Found by FuzzRedact.
 		"smtp://0?@&token=hunter2":     "smtp://xxxxx@&token=xxxxx",
 		"smtp://= ?password=hunter2":   "smtp://= ?password=xxxxx",
@@ -284,6 +300,9 @@ func FuzzRedact(f *testing.F) {
 			"smtp://%[2]s?password=%[1]s",
 			"smtp://%[2]s?%[3]s&token=%[1]s",
 			"ses://AKIA:%[1]s@default?region=%[3]s",
+			"sendgrid://apikey:k@eu?endpoint=https://proxyuser:%[1]s@%[2]s/%[3]s",
+			"ses://AKIA:k@default?endpoint=https://%[1]s@%[2]s&region=%[3]s",
+			"smtp://u:p@%[2]s?ca_file=root:%[1]s@tcp(%[2]s)/%[3]s",
 		} {
 			for _, sec := range []string{secret, url.PathEscape(secret), url.QueryEscape(secret)} {
 				raw := fmt.Sprintf(form, sec, host, path)

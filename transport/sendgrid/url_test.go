@@ -42,6 +42,7 @@ func TestOpenURL(t *testing.T) {
 		{name: "unknown parameter", url: "sendgrid://apikey:" + testKey + "@default?region=eu", errWants: `unknown parameter "region"`},
 		{name: "unknown host", url: "sendgrid://apikey:" + testKey + "@api.sendgrid.com", errWants: `host must be "default" or "eu"`},
 		{name: "eu with endpoint", url: "sendgrid://apikey:" + testKey + "@eu?endpoint=http://127.0.0.1:1", errWants: "both the host"},
+		{name: "eu with an endpoint with user info", url: "sendgrid://apikey:K@eu?endpoint=https://proxyuser:" + testKey + "@proxy.example", errWants: "both the host"},
 		{name: "path", url: "sendgrid://apikey:" + testKey + "@default/v3", errWants: "must not have a path"},
 		{name: "bad timeout", url: "sendgrid://apikey:" + testKey + "@default?timeout=30", errWants: "not a positive duration"},
 		{name: "negative timeout", url: "sendgrid://apikey:" + testKey + "@default?timeout=-1s", errWants: "not a positive duration"},
