@@ -218,3 +218,25 @@ func TestWorkerStartLineNamesItsTransportRedacted(t *testing.T) {
 	assert.Contains(t, stderr, `transport="fake://mailer:xxxxx@relay.example?script=ok"`)
 	assert.NotContains(t, stderr, "hunter2")
 }
+
+// TestSendTestErrorsHideTransportSecrets: a transport URL's secret is not
+// shown when the URL is wrong, wherever it is: a composite member's
+// password with a "/", a SendGrid key put in the user name, a password in
+// a URL given as a query value.
+func TestSendTestErrorsHideTransportSecrets(t *testing.T) {
+	for tr, want := range map[string]string{
+		"roundrobin(smtp://u:S3C/RET@h, fake://; weights=0,1)":                          "of member 1 (smtp://h)",
+		"sendgrid://SG.S3CRET@default?bogus=1":                                          "user name must be empty",
+		"ses://S3CRET@default?bogus=1":                                                  "ACCESS_KEY_ID:SECRET_ACCESS_KEY",
+		"sendgrid://apikey:K@eu?endpoint=https://proxyuser:S3CRET@proxy.example":        "both the host",
+		"sendgrid://apikey:K@default?endpoint=https://S3CRET@proxy.example":             "must not contain user info",
+		"failover(sendgrid://apikey:K@eu?endpoint=https://u:S3CRET@p.example, fake://)": "both the host",
+	} {
+		for _, args := range [][]string{{}, {"--json"}} {
+			code, stdout, stderr := mailspool(t, append([]string{"send-test", "--from", "a@x.example", "--to", "b@y.example", "--transport", tr}, args...)...)
+			assert.NotEqual(t, 0, code, tr)
+			assert.Contains(t, stdout+stderr, want, tr)
+			assert.NotContains(t, stdout+stderr, "S3C", tr)
+		}
+	}
+}
