@@ -94,7 +94,9 @@ func Redact(rawURL string) string {
 		return m[1] + redactMembers(m[2]) + m[3]
 	}
 	u, err := url.Parse(rawURL)
-	if err == nil && u.Opaque == "" && (u.User != nil || !strings.Contains(rawURL, "@")) {
+	// An "@" in the path is a password with "@" and "/" in it, which
+	// parses as user info that ends at the first "@": hidden to the last.
+	if err == nil && u.Opaque == "" && (u.User != nil || !strings.Contains(rawURL, "@")) && !strings.Contains(u.Path, "@") {
 		u.RawQuery = redactQuery(u.RawQuery, u.Fragment)
 		if u.Fragment != "" {
 			u.Fragment, u.RawFragment = "xxxxx", ""

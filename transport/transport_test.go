@@ -208,6 +208,7 @@ func TestRedact(t *testing.T) {
 		"mysql://root:pa#ss@127.0.0.1/app":          "mysql://xxxxx@127.0.0.1/app",
 		"mysql://root:12#34@127.0.0.1/app":          "mysql://xxxxx@127.0.0.1/app",
 		"mysql://root:pa?ss@127.0.0.1/app?tls=true": "mysql://xxxxx@127.0.0.1/app?tls=true",
+		"smtp://user:pa@ss/word@h:587":              "smtp://xxxxx@h:587",
 		// Not URLs at all, with credentials.
 		"root:pw@tcp(127.0.0.1:3306)/app": "xxxxx@tcp(127.0.0.1:3306)/app",
 		"user:pw@host":                    "xxxxx@host",
