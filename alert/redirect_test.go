@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,5 +62,35 @@ func TestWebhookAnswerIsRedactedAndRedirectsAreNotFollowed(t *testing.T) {
 			require.NoError(t, q.Resume(context.Background()))
 		}
 		assert.Zero(t, elsewhere.Load(), "nothing was posted where the redirect pointed")
+	})
+}
+
+// A webhook that answers 429 with a Retry-After of an hour is tried again
+// within the client's longest wait (30 s in production, 150 ms here), not
+// after an hour: a long sleep would hold every lane's alerts and the run's
+// heartbeat, and let another process post the same alert meanwhile.
+func TestWebhookRetryAfterIsCapped(t *testing.T) {
+	c := newClient(5 * time.Millisecond)
+	resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"3600"}}}
+	assert.Equal(t, c.RetryWaitMax, c.Backoff(c.RetryWaitMin, c.RetryWaitMax, 1, resp))
+
+	forEachStore(t, func(t *testing.T, db *sql.DB) {
+		var posts atomic.Int32
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if posts.Add(1) == 1 {
+				w.Header().Set("Retry-After", "3600")
+				w.WriteHeader(http.StatusTooManyRequests)
+			}
+		}))
+		defer hook.Close()
+		q := newQueue(t, db)
+		enqueue(t, q, db, 3)
+		a := newAlerter(t, db, q, Thresholds{Backlog: 2}, Options{WebhookURL: hook.URL})
+		// Far beyond the capped wait, far below the hour.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, a.Check(ctx))
+		require.NoError(t, ctx.Err(), "Check waited for the Retry-After")
+		assert.EqualValues(t, 2, posts.Load(), "the alert, refused once, then posted")
 	})
 }

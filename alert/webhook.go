@@ -55,6 +55,12 @@ func newClient(wait time.Duration) *retryablehttp.Client {
 	c.RetryMax = 4
 	c.RetryWaitMin = wait
 	c.RetryWaitMax = 30 * wait
+	// The default backoff waits as long as a 429 or 503's Retry-After
+	// says, however long: an endpoint answering "Retry-After: 86400" would
+	// hold every alert and the run's heartbeat for days.
+	c.Backoff = func(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
+		return min(retryablehttp.DefaultBackoff(lo, hi, attempt, resp), hi)
+	}
 	c.ErrorHandler = retryablehttp.PassthroughErrorHandler
 	c.HTTPClient.Timeout = 10 * time.Second
 	// A redirect is an answer, not a place to post to: an alert (and
