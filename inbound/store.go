@@ -281,7 +281,7 @@ func (s *Store) record(ctx context.Context, evs []Event, p suppress.Policy, unsu
 			continue
 		}
 		entry.Scope = scope
-		if _, err := s.list.AddIn(ctx, tx, entry); err != nil {
+		if _, err := s.list.LearnIn(ctx, tx, entry); err != nil {
 			if errors.Is(err, suppress.ErrAddress) {
 				continue // an event about an address that does not parse suppresses nothing
 			}

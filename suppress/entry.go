@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mailspool/mailspool/mailaddr"
 )
@@ -108,7 +109,10 @@ func Normalize(addr string) (string, error) {
 		}
 		a = p.Address
 	}
-	if len(a) > 254 || strings.ContainsAny(a, " \t\r\n\x00,;") {
+	// At most 254 characters, not bytes: an address the queue accepted
+	// at 254 bytes with A-label domains (xn--...) is stored in U-labels,
+	// which can take more bytes, not more characters.
+	if utf8.RuneCountInString(a) > 254 || strings.ContainsAny(a, " \t\r\n\x00,;") {
 		return "", fmt.Errorf("%w %q", ErrAddress, addr)
 	}
 	k, err := mailaddr.Key(a)

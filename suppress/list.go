@@ -53,6 +53,21 @@ func (l *List) Add(ctx context.Context, e Entry) (Entry, error) {
 
 // AddIn is Add through ex, a transaction the caller commits.
 func (l *List) AddIn(ctx context.Context, ex Execer, e Entry) (Entry, error) {
+	return l.add(ctx, ex, e, l.d.upsert())
+}
+
+// LearnIn records e, learnt from a send's outcome or a provider's event,
+// through ex, a transaction the caller commits. Unlike AddIn it never
+// shortens what is in place: an entry of the same address and scope that
+// lasts as long or longer (one until removed, or one expiring later) is
+// kept as it is, reason and all. A complaint kept until removed is not
+// turned into a hard bounce that expires in 30 days by a later bounce
+// from a lane whose policy keeps bounces that long.
+func (l *List) LearnIn(ctx context.Context, ex Execer, e Entry) (Entry, error) {
+	return l.add(ctx, ex, e, l.d.upsertLonger())
+}
+
+func (l *List) add(ctx context.Context, ex Execer, e Entry, upsert string) (Entry, error) {
 	if e.CreatedAt.IsZero() {
 		e.CreatedAt = l.now()
 	}
@@ -63,7 +78,7 @@ func (l *List) AddIn(ctx context.Context, ex Execer, e Entry) (Entry, error) {
 	if !e.ExpiresAt.IsZero() {
 		expires = e.ExpiresAt.UnixMilli()
 	}
-	_, err := ex.ExecContext(ctx, l.d.Rebind(`INSERT INTO `+Table+` (address, scope, reason, source, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`+l.d.upsert()),
+	_, err := ex.ExecContext(ctx, l.d.Rebind(`INSERT INTO `+Table+` (address, scope, reason, source, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`+upsert),
 		e.Address, e.Scope, string(e.Reason), e.Source, e.CreatedAt.UnixMilli(), expires)
 	if err != nil {
 		return e, fmt.Errorf("suppress: adding %s: %w", e.Address, err)

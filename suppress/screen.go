@@ -2,6 +2,7 @@ package suppress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -67,7 +68,13 @@ func (l *List) feed(ctx context.Context, tx queue.DBTX, lane string, p Policy, f
 		if !ok {
 			continue
 		}
-		if _, err := l.AddIn(ctx, tx, e); err != nil {
+		if _, err := l.LearnIn(ctx, tx, e); err != nil {
+			if errors.Is(err, ErrAddress) {
+				// An address the list cannot hold cannot be looked up
+				// either; failing here would leave the outcomes of the
+				// whole batch unwritten, and its mail sent again.
+				continue
+			}
 			return err
 		}
 	}

@@ -3,7 +3,9 @@ package suppress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/mail"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/idna"
 )
 
 // scripted is a transport that answers each recipient with the error
@@ -321,5 +324,123 @@ func TestBypassOneMail(t *testing.T) {
 		assert.Equal(t, "ops: password reset, ticket 123", byID[reset].Why)
 		assert.Equal(t, "reset@example.com", byID[reset].Address)
 		assert.Equal(t, Reason(""), byID[past].Reason, "not suppressed at enqueue")
+	})
+}
+
+// TestLongIDNAddressBouncesLikeAnyOther: an address the queue accepts at
+// 254 bytes with A-label domains is stored in U-labels, longer in bytes.
+// Its hard bounce is recorded like any other, and the outcomes of the
+// batch it was claimed in are written: before, the list refused the
+// address as too long, that error failed the whole outcome write, and
+// every mail of the batch stayed in sending, to be sent again.
+func TestLongIDNAddressBouncesLikeAnyOther(t *testing.T) {
+	s := newSQLite(t)
+	ctx := context.Background()
+	l := openList(t, s)
+	label, err := idna.Lookup.ToASCII(strings.Repeat("中", 20))
+	require.NoError(t, err)
+	domain := strings.Join([]string{label, label, label, label}, ".") + ".example"
+	long := strings.Repeat("x", 254-1-len(domain)) + "@" + domain
+	require.Len(t, long, 254)
+	q, err := queue.New(ctx, s.db, queue.Lane{Name: "default", Screen: l.Screen("default", Policy{})}, nil)
+	require.NoError(t, err)
+	bad, err := q.Enqueue(ctx, s.db, mailTo(long), queue.MaxAttempts(1))
+	require.NoError(t, err)
+	good, err := q.Enqueue(ctx, s.db, mailTo("fine@example.com"))
+	require.NoError(t, err)
+	r, err := q.Row(ctx, bad)
+	require.NoError(t, err)
+	stored := r.To
+	require.Greater(t, len(stored), 254, "stored in U-labels")
+	tr := &scripted{answers: map[string]error{stored: &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient,
+		Code: 550, Enhanced: "5.1.1", Err: errors.New("550 5.1.1 no such user")}}}
+
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := queue.NewWorker(q, tr, &queue.WorkerOptions{PollInterval: 20 * time.Millisecond, CleanupInterval: -1})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() { cancel(); <-done }()
+	// Wait for both outcomes, failing once nothing has changed for 15 s
+	// (the worker retries a failed outcome write every 2 s).
+	last, lastChange := "", time.Now()
+	for {
+		rb, err := q.Row(ctx, bad)
+		require.NoError(t, err)
+		rg, err := q.Row(ctx, good)
+		require.NoError(t, err)
+		if rb.Status == "failed" && rg.Status == "sent" {
+			break
+		}
+		if now := fmt.Sprint(rb.Status, rg.Status, tr.sent(stored), tr.sent("fine@example.com")); now != last {
+			last, lastChange = now, time.Now()
+		}
+		require.Less(t, time.Since(lastChange), 15*time.Second, "no progress: the bounced mail is %s, the good one %s", rb.Status, rg.Status)
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Equal(t, 1, tr.sent(stored))
+	assert.Equal(t, 1, tr.sent("fine@example.com"))
+	found, err := l.Lookup(ctx, s.db, "default", []string{long})
+	require.NoError(t, err)
+	assert.Equal(t, HardBounce, found[long].Reason, "looked up as given, in A-labels")
+}
+
+// TestLearntEntriesNeverShortenOne: what a send or a provider teaches
+// never shortens the suppression in place for the address and scope. A
+// complaint kept until removed stays when a lane whose policy keeps hard
+// bounces 30 days (a bypassing reset lane, whose failures still feed the
+// list) bounces the same address; a learnt entry that lasts longer does
+// replace a shorter one; the operator's own entry replaces whatever is
+// there, as documented.
+func TestLearntEntriesNeverShortenOne(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		l := openList(t, s)
+		now := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
+		l.SetClock(func() time.Time { return now })
+		bounce := &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeRecipient, Code: 550, Enhanced: "5.1.1", Err: errors.New("550 5.1.1 mailbox disabled")}
+		resets := l.Screen("resets", Policy{Bypass: true, HardBounce: 30 * 24 * time.Hour})
+		fail := func(addr string, id int64) {
+			t.Helper()
+			require.NoError(t, resets.FailedFunc(ctx, s.db, []queue.Failure{{Lane: "resets", ID: id, Address: addr, Err: bounce}}))
+		}
+		entry := func(addr string) Entry {
+			t.Helper()
+			es, err := l.Entries(ctx, Filter{Address: addr, Expired: true})
+			require.NoError(t, err)
+			require.Len(t, es, 1)
+			return es[0]
+		}
+
+		_, err := l.Add(ctx, Entry{Address: "ann@example.com", Reason: Complaint, Source: "ses:1/ann@example.com"})
+		require.NoError(t, err)
+		fail("ann@example.com", 7)
+		e := entry("ann@example.com")
+		assert.Equal(t, Complaint, e.Reason)
+		assert.True(t, e.ExpiresAt.IsZero(), "still until removed")
+		now = now.Add(31 * 24 * time.Hour)
+		found, err := l.Lookup(ctx, s.db, "marketing", []string{"ann@example.com"})
+		require.NoError(t, err)
+		assert.Contains(t, found, "ann@example.com", "the complainer is still suppressed 31 days later")
+
+		// A shorter entry in place gives way to a longer one.
+		_, err = l.Add(ctx, Entry{Address: "bob@example.com", Reason: Manual, ExpiresAt: now.Add(24 * time.Hour)})
+		require.NoError(t, err)
+		fail("bob@example.com", 8)
+		e = entry("bob@example.com")
+		assert.Equal(t, HardBounce, e.Reason)
+		assert.Equal(t, now.Add(30*24*time.Hour).UnixMilli(), e.ExpiresAt.UnixMilli())
+		// The same bounce again, later, extends it; an earlier expiry would not.
+		now = now.Add(time.Hour)
+		fail("bob@example.com", 9)
+		assert.Equal(t, now.Add(30*24*time.Hour).UnixMilli(), entry("bob@example.com").ExpiresAt.UnixMilli())
+		assert.Equal(t, "mail:resets/9", entry("bob@example.com").Source)
+
+		// The operator replaces, shorter or not.
+		_, err = l.Add(ctx, Entry{Address: "ann@example.com", Reason: Manual, ExpiresAt: now.Add(time.Hour)})
+		require.NoError(t, err)
+		e = entry("ann@example.com")
+		assert.Equal(t, Manual, e.Reason)
+		assert.Equal(t, now.Add(time.Hour).UnixMilli(), e.ExpiresAt.UnixMilli())
 	})
 }

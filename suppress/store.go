@@ -41,6 +41,21 @@ func (d dialect) upsert() string {
 	return ` ON CONFLICT (address, scope) DO UPDATE SET reason = excluded.reason, source = excluded.source, created_at = excluded.created_at, expires_at = excluded.expires_at`
 }
 
+// upsertLonger is upsert that replaces only an entry that ends sooner
+// than the new one: one that expires, before the new one does or when the
+// new one never does. On MySQL each column is set under that condition,
+// expires_at last, so that the condition reads the old expires_at
+// throughout (MySQL assigns left to right, later ones seeing the new
+// values).
+func (d dialect) upsertLonger() string {
+	if d == mysqlDialect {
+		const longer = `expires_at IS NOT NULL AND (VALUES(expires_at) IS NULL OR VALUES(expires_at) > expires_at)`
+		return ` ON DUPLICATE KEY UPDATE reason = IF(` + longer + `, VALUES(reason), reason), source = IF(` + longer + `, VALUES(source), source),` +
+			` created_at = IF(` + longer + `, VALUES(created_at), created_at), expires_at = IF(` + longer + `, VALUES(expires_at), expires_at)`
+	}
+	return d.upsert() + ` WHERE ` + Table + `.expires_at IS NOT NULL AND (excluded.expires_at IS NULL OR excluded.expires_at > ` + Table + `.expires_at)`
+}
+
 // createSQL is the table's DDL, each statement safe to run again.
 func (d dialect) createSQL() []string {
 	switch d {
