@@ -251,7 +251,9 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		maybe := errors.As(err, &te) && te.MaybeDelivered
 		memberFault := kind == transport.Connection || scope == transport.ScopeLane || scope == transport.ScopeSender
 		_, probe := down[mem.Name]
-		aboutMail := kind == transport.Permanent && (scope == transport.ScopeRecipient || scope == transport.ScopeMessage)
+		// An answer about the recipient or the message, permanent or
+		// temporary (450 4.2.1 mailbox busy), shows the member works.
+		aboutMail := !maybe && kind != transport.Connection && (scope == transport.ScopeRecipient || scope == transport.ScopeMessage)
 		switch {
 		case memberFault && ctx.Err() == nil:
 			t.markDown(ctx, mem, err, began)

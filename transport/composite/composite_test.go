@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/mail"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -243,6 +244,29 @@ func TestProbeBringsTheMemberBack(t *testing.T) {
 		assert.Equal(t, "fake://a", r.Member)
 	}
 	assert.False(t, isDown(t, h, "fake://a"))
+}
+
+// A probe answered about the mail itself brings the member back, whether
+// the answer is permanent (550 5.1.1) or temporary (450 4.2.1 mailbox
+// busy): either way the member answered for its recipient. The mail gets
+// that answer and does not go on to the next member.
+func TestProbeAnsweredAboutTheMailBringsTheMemberBack(t *testing.T) {
+	for _, reply := range []string{"550 5.1.1 No such user", "450 4.2.1 Mailbox busy"} {
+		t.Run(reply[:3], func(t *testing.T) {
+			h := &composite.Memory{}
+			a, b := &provider{reply: reply}, &provider{}
+			c := open(t, "failover(fake://a, fake://b; probe=1h)", composite.Options{Health: h}, a, b)
+			past := time.Now().Add(-2 * time.Hour)
+			marked(t, true)(h.MarkDown(context.Background(), "default", "fake://a", "refused", past, past.Add(time.Hour)))
+			_, err := c.Send(context.Background(), msg("busy@example.com"))
+			var te *transport.Error
+			require.ErrorAs(t, err, &te)
+			assert.Equal(t, reply[:3], strconv.Itoa(te.Code), "the mail gets A's answer")
+			assert.Equal(t, 1, a.count(), "A was probed")
+			assert.False(t, isDown(t, h, "fake://a"), "A answered about the mail: it is up")
+			assert.Zero(t, b.count(), "the mail did not go on to B")
+		})
+	}
 }
 
 // Round-robin weights 3:1 hold within ±2 % over 10 000 mails, and a
