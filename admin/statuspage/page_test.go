@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/mail"
 	"net/url"
 	"regexp"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -180,6 +182,52 @@ func TestAddressesMasked(t *testing.T) {
 		assert.Contains(t, a.body, "Bob Doe")
 		assert.NotContains(t, a.body, "addresses masked")
 	})
+}
+
+// An address in a preferences or unsubscribe link is percent-encoded
+// (%40): masked in the headers and both bodies too.
+func TestAddressesMaskedWhenURLEncoded(t *testing.T) {
+	db := sqliteDB(t)
+	s := seed(t, db)
+	id, err := s.q.Enqueue(t.Context(), db, &transport.Message{
+		From:    mail.Address{Address: "noreply@shop.example"},
+		To:      mail.Address{Address: "zoe.secret@example.com"},
+		Subject: "Your weekly news",
+		Text:    "Manage your preferences: https://shop.example/prefs?email=zoe.secret%40example.com",
+		HTML:    `<a href="https://shop.example/prefs?email=zoe.secret%40example.com">preferences</a>`,
+		Headers: []transport.Header{{Name: "List-Unsubscribe", Value: "<https://shop.example/unsub?u=zoe.secret%40example.com>"}},
+	})
+	require.NoError(t, err)
+	srv := server(t, s, nil) // ShowAddresses false: masked
+	a := get(t, fmt.Sprintf("%s/lanes/transactional/mail/%d", srv.URL, id))
+	require.Equal(t, http.StatusOK, a.code)
+	assert.Contains(t, a.body, `<td data-field="to">z***@example.com</td>`, "the To field is masked")
+	assert.NotContains(t, a.body, "zoe.secret", "the recipient's local part must not appear anywhere on a masked page")
+	assert.Contains(t, a.body, "%40example.com", "the domain stays")
+}
+
+// A local part may have ' & / = ?: the whole of it is masked, not only
+// what follows the last of them.
+func TestAddressesMaskedWholeLocalPart(t *testing.T) {
+	db := sqliteDB(t)
+	s := seed(t, db)
+	id, err := s.q.Enqueue(t.Context(), db, &transport.Message{
+		From:    mail.Address{Address: "noreply@shop.example"},
+		To:      mail.Address{Address: "tom&jerry@example.com"},
+		Subject: "Hello",
+		Text:    "Dear customer (tom&jerry@example.com), o'brien@example.com asked us to write.",
+		HTML:    "<p>Dear tom&amp;jerry@example.com, o&#39;brien@example.com asked us to write.</p>",
+	})
+	require.NoError(t, err)
+	srv := server(t, s, nil)
+	a := get(t, fmt.Sprintf("%s/lanes/transactional/mail/%d", srv.URL, id))
+	require.Equal(t, http.StatusOK, a.code)
+	assert.Contains(t, a.body, `<td data-field="to">t***@example.com</td>`)
+	assert.NotContains(t, a.body, "tom&amp;j", "the text body shows the local part up to the '&'")
+	assert.NotContains(t, a.body, "o&#39;b", "and up to the apostrophe")
+	assert.NotContains(t, a.body, "tom&amp;amp;j", "the HTML body, as source, up to the '&amp;'")
+	assert.NotContains(t, a.body, "o&amp;#39;b", "and up to the '&#39;'")
+	assert.Contains(t, a.body, "(t***@example.com), o***@example.com asked")
 }
 
 func TestReadOnly(t *testing.T) {
