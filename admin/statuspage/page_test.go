@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailspool/mailspool/admin/statuspage"
 	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/suppress"
 	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -228,6 +229,34 @@ func TestAddressesMaskedWholeLocalPart(t *testing.T) {
 	assert.NotContains(t, a.body, "tom&amp;amp;j", "the HTML body, as source, up to the '&amp;'")
 	assert.NotContains(t, a.body, "o&amp;#39;b", "and up to the '&#39;'")
 	assert.Contains(t, a.body, "(t***@example.com), o***@example.com asked")
+}
+
+// Other stored text the page shows may quote an address too: an
+// operator's pause reason, the error reading a mail's stored headers, a
+// suppression's source. Masked like the rest.
+func TestAddressesMaskedInOtherTexts(t *testing.T) {
+	db := sqliteDB(t)
+	s := seed(t, db)
+	o := seedDeliverability(t, db, s)
+	require.NoError(t, s.q.Pause(t.Context(), "complaint from zoe.secret@example.com"))
+	// Stored headers that do not parse: the error quotes their start.
+	id := s.ids["carl"]
+	for _, q := range []string{`UPDATE mail_queue SET headers = ? WHERE id = ?`, `UPDATE mail_queue_bodies SET headers = ? WHERE id = (SELECT body_id FROM mail_queue WHERE id = ?)`} {
+		_, err := db.Exec(q, `[["X-To","zoe.secret@example.com"]`, id)
+		require.NoError(t, err)
+	}
+	l := o.Suppressions
+	_, err := l.Add(t.Context(), suppress.Entry{Address: "zoe.secret@example.com", Reason: suppress.Manual, Source: "import:zoe.secret@example.com.csv"})
+	require.NoError(t, err)
+	srv := server(t, s, o)
+	for _, path := range []string{"/", fmt.Sprintf("/lanes/transactional/mail/%d", id), "/suppressions"} {
+		a := get(t, srv.URL+path)
+		require.Equal(t, http.StatusOK, a.code, path)
+		assert.NotContains(t, a.body, "zoe.secret", path)
+		assert.Contains(t, a.body, "z***@example.com", path)
+	}
+	a := get(t, fmt.Sprintf("%s/lanes/transactional/mail/%d", srv.URL, id))
+	assert.Contains(t, a.body, "queue: stored headers", "the headers' error is shown")
 }
 
 func TestReadOnly(t *testing.T) {
