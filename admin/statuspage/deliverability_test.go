@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,4 +155,53 @@ func TestSuppressionsPage(t *testing.T) {
 			assert.Equal(t, 1, n, "%s shown once", a)
 		}
 	})
+}
+
+// The links that carry a value (a rule, a kind, the suppression list's
+// filters) escape it once: html/template escapes a URL's query, so a value
+// escaped before it came out twice (j%2540x.com) and the link found nothing.
+func TestLinksEscapeValuesOnce(t *testing.T) {
+	db := sqliteDB(t)
+	s := seed(t, db)
+	o := seedDeliverability(t, db, s)
+	srv := server(t, s, o)
+	href := regexp.MustCompile(`href="([^"]*)"`)
+	follow := func(h string) answer {
+		return get(t, srv.URL+strings.ReplaceAll(h, "&amp;", "&"))
+	}
+
+	// A rule whose name a URL escapes.
+	_, err := db.Exec(`UPDATE mail_queue SET last_rule = ? WHERE id = ?`, "ses:Bounce/General", s.ids["fred"])
+	require.NoError(t, err)
+	for _, page := range []string{"/", "/failures"} {
+		a := get(t, srv.URL+page)
+		require.Equal(t, http.StatusOK, a.code)
+		var link string
+		for _, m := range href.FindAllStringSubmatch(a.body, -1) {
+			if strings.Contains(m[1], "rule=ses") {
+				link = m[1]
+			}
+		}
+		require.NotEmpty(t, link, page)
+		assert.Equal(t, "/lanes/transactional/failures?rule=ses%3aBounce%2fGeneral&amp;kind=permanent", link, page)
+		f := follow(link)
+		require.Equal(t, http.StatusOK, f.code)
+		assert.Contains(t, f.body, fmt.Sprintf(`/mail/%d"`, s.ids["fred"]), "%s: the link finds the mail", page)
+	}
+
+	// The older entries of the list filtered by an address.
+	var es []suppress.Entry
+	at := time.Now().Add(time.Hour)
+	for i := range 101 {
+		es = append(es, suppress.Entry{Address: "zoe@example.com", Scope: fmt.Sprintf("lane%03d", i), Reason: suppress.Manual, CreatedAt: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	require.NoError(t, o.Suppressions.AddAll(context.Background(), es))
+	a := get(t, srv.URL+"/suppressions?address=zoe%40example.com")
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	m := regexp.MustCompile(`<a class="older" href="([^"]+)"`).FindStringSubmatch(a.body)
+	require.NotNil(t, m)
+	assert.Contains(t, m[1], "address=zoe%40example.com")
+	a = follow(m[1])
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	assert.Equal(t, []string{"z***@example.com"}, cells(a.body), "the 101st")
 }

@@ -36,7 +36,6 @@ func (p *Page) parse() (*template.Template, error) {
 		"at":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"pct":      func(f float64) string { return fmt.Sprintf("%.1f %%", 100*f) },
 		"path":     url.PathEscape,
-		"query":    url.QueryEscape,
 		"rulename": ruleName,
 		"ok":       func(f float64) bool { return f < 0.05 },
 		"join":     strings.Join,
