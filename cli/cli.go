@@ -249,7 +249,8 @@ func newFlagSet(e *env, name, args string) *flag.FlagSet {
 }
 
 // parseArgs parses flags that may come before, between or after
-// positional arguments, and returns the positional ones.
+// positional arguments, and returns the positional ones, none of them
+// empty.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
@@ -261,6 +262,11 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		if fs.NArg() == 0 {
 			return pos, nil
+		}
+		if fs.Arg(0) == "" {
+			// An unset shell variable: an empty id, address or file
+			// names nothing, and show took it for "any mail".
+			return nil, usageError{fmt.Sprintf("argument %d is empty (an unset variable?)", len(pos)+1)}
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]

@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// oneFakeLane is a config of one lane, tx, on the fake transport, which
+// fails bob+550@ for good.
+const oneFakeLane = `
+[lanes.tx]
+transport = "fake://?recipient=true"
+recipient_limit = "off"
+poll_interval = "10ms"
+`
+
+// seededCLI migrates a fresh SQLite queue and queues ann@ (1) and bob+550@
+// (2); with send, the worker sends them: 1 is sent, 2 failed for good.
+func seededCLI(t *testing.T, send bool) func(args ...string) (int, string, string) {
+	t.Helper()
+	ms := migratedCLI(t, "sqlite:"+filepath.Join(t.TempDir(), "q.db"), oneFakeLane)
+	for _, to := range []string{"ann@example.com", "bob+550@example.com"} {
+		code, _, stderr := ms("enqueue", "--from", "shop@example.com", "--to", to, "--subject", "s", "--text", "t", "--template", "welcome")
+		require.Equal(t, 0, code, stderr)
+	}
+	if send {
+		code, _, stderr := ms("worker", "--max-messages", "2", "--log-level", "warn")
+		require.Equal(t, 0, code, stderr)
+	}
+	return ms
+}
+
+// statuses is every mail's status by id, from list --json.
+func statuses(t *testing.T, ms func(args ...string) (int, string, string)) map[int64]string {
+	t.Helper()
+	code, out, stderr := ms("list", "--json")
+	require.Equal(t, 0, code, stderr)
+	var rows []listedRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+	got := map[int64]string{}
+	for _, r := range rows {
+		got[r.ID] = string(r.Status)
+	}
+	return got
+}
+
+// An empty argument (an unset shell variable) names no mail: show used to
+// take it for a lookup that matches every mail and show one of them.
+func TestEmptyArgumentIsAUsageError(t *testing.T) {
+	ms := seededCLI(t, false)
+	for _, args := range [][]string{{"show", ""}, {"show", "--json", ""}, {"retry", "--yes", ""}, {"cancel", "--yes", ""}} {
+		code, out, stderr := ms(args...)
+		assert.Equal(t, exitUsage, code, "%q: %s%s", args, out, stderr)
+		assert.Contains(t, stderr, "argument 1 is empty", args)
+		assert.NotContains(t, out, "example.com", "%q shows a mail", args)
+	}
+	code, out, _ := ms("show", "--json", "")
+	require.Equal(t, exitUsage, code)
+	assert.Contains(t, out, `"code":"usage"`)
+	assert.Equal(t, map[int64]string{1: "pending", 2: "pending"}, statuses(t, ms))
+}
