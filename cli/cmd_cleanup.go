@@ -17,7 +17,7 @@ func runCleanup(ctx context.Context, e *env, args []string) error {
 	var lf laneFlags
 	lf.register(fs)
 	olderThan := fs.String("older-than", "", "delete rows finished longer ago than this (90m, 12h, 30d; default: each lane's keep_sent and keep_failed)")
-	status := fs.String("status", "", "delete only sent or only failed rows (default: both)")
+	status := filterString(fs, "status", "delete only sent or only failed rows (default: both)")
 	dry := fs.Bool("dry-run", false, "count the rows that would be deleted and delete nothing")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -31,12 +31,12 @@ func runList(ctx context.Context, e *env, args []string) error {
 	lf.register(fs)
 	var ff filterFlags
 	ff.register(fs)
-	status := fs.String("status", "", "only mail in this state: pending, sending, sent, retry or failed")
+	status := filterString(fs, "status", "only mail in this state: pending, sending, sent, retry or failed")
 	limit := fs.Int("limit", 50, fmt.Sprintf("at most this many mails, over every lane listed (1..%d)", queue.MaxListLimit))
-	event := fs.String("event", "", "only mail a provider reported this event for (mailspool serve): "+strings.Join(inbound.EventTypes, ", "))
+	event := filterString(fs, "event", "only mail a provider reported this event for (mailspool serve): "+strings.Join(inbound.EventTypes, ", "))
 	before := fs.String("before", "", "the next page: the cursor the last page's \"more:\" line gave (ID with one lane, LANE/ID,LANE/ID... with several)")
-	messageID := fs.String("message-id", "", "only the mail whose Message-ID header is this (with or without <>)")
-	providerID := fs.String("provider-id", "", "only the mail the provider (SES, SendGrid, the relay) accepted under this id")
+	messageID := filterString(fs, "message-id", "only the mail whose Message-ID header is this (with or without <>)")
+	providerID := filterString(fs, "provider-id", "only the mail the provider (SES, SendGrid, the relay) accepted under this id")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -30,9 +30,9 @@ func runShow(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "show", "[--db URL] [--config FILE] [--lane NAME] [--full] [--json] (ID | LANE/ID | --id N | --message-id ID | --provider-id ID)")
 	var lf laneFlags
 	lf.registerOne(fs, "the lane (default: the one that has the id)")
-	idFlag := fs.String("id", "", "the mail's id, as enqueue and list print it: N or LANE/N (or give it as the argument)")
-	messageID := fs.String("message-id", "", "the mail whose Message-ID header is this (with or without <>)")
-	providerID := fs.String("provider-id", "", "the mail the provider (SES, SendGrid, the relay) accepted under this id")
+	idFlag := filterString(fs, "id", "the mail's id, as enqueue and list print it: N or LANE/N (or give it as the argument)")
+	messageID := filterString(fs, "message-id", "the mail whose Message-ID header is this (with or without <>)")
+	providerID := filterString(fs, "provider-id", "the mail the provider (SES, SendGrid, the relay) accepted under this id")
 	full := fs.Bool("full", false, "also print the headers and bodies as they will be sent")
 	pos, err := parseArgs(fs, args)
 	if err != nil {

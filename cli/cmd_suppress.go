@@ -66,11 +66,11 @@ type entryFilterFlags struct {
 }
 
 func (f *entryFilterFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.reason, "reason", "", "only entries of this reason: hard_bounce, complaint, unsubscribe, manual or invalid")
-	fs.StringVar(&f.scope, "scope", "", "only entries of this scope: all, or a lane name")
-	fs.StringVar(&f.address, "address", "", "only this address")
-	fs.StringVar(&f.since, "since", "", "only entries made since then: a duration back from now (2h, 7d) or an RFC 3339 time")
-	fs.StringVar(&f.until, "until", "", "only entries made before then: a duration back from now or an RFC 3339 time")
+	filterVar(fs, &f.reason, "reason", "only entries of this reason: hard_bounce, complaint, unsubscribe, manual or invalid")
+	filterVar(fs, &f.scope, "scope", "only entries of this scope: all, or a lane name")
+	filterVar(fs, &f.address, "address", "only this address")
+	filterVar(fs, &f.since, "since", "only entries made since then: a duration back from now (2h, 7d) or an RFC 3339 time")
+	filterVar(fs, &f.until, "until", "only entries made before then: a duration back from now or an RFC 3339 time")
 	fs.BoolVar(&f.expired, "expired", false, "include entries that have expired")
 	fs.IntVar(&f.limit, "limit", 0, "at most this many, newest first (0: all)")
 }
@@ -195,7 +195,7 @@ func runSuppressRemove(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "suppress remove", "[--scope S] [--release] ADDRESS...")
 	var sf storeFlags
 	sf.register(fs)
-	scope := fs.String("scope", "", "only the entry of this scope (default: every scope)")
+	scope := filterString(fs, "scope", "only the entry of this scope (default: every scope)")
 	release := fs.Bool("release", false, "in the same transaction, make the mail held for each address (lanes with suppression hold) due at once")
 	addrs, err := parseArgs(fs, args)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -15,10 +16,45 @@ type filterFlags struct {
 }
 
 func (f *filterFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.to, "to", "", "only mail to this address (any letter case)")
-	fs.StringVar(&f.template, "template", "", "only mail of this template")
-	fs.StringVar(&f.kind, "kind", "", "only mail whose last outcome is this: sent, temporary, permanent, connection, expired, poison, cancelled, suppressed or held")
-	fs.StringVar(&f.since, "since", "", "only mail enqueued since then: a duration back from now (2h, 7d) or an RFC 3339 time")
+	filterVar(fs, &f.to, "to", "only mail to this address (any letter case)")
+	filterVar(fs, &f.template, "template", "only mail of this template")
+	filterVar(fs, &f.kind, "kind", "only mail whose last outcome is this: sent, temporary, permanent, connection, expired, poison, cancelled, suppressed or held")
+	filterVar(fs, &f.since, "since", "only mail enqueued since then: a duration back from now (2h, 7d) or an RFC 3339 time")
+}
+
+// filterVar defines a string flag that narrows what a command selects or
+// changes. Left out, it selects everything; given, it must not be empty:
+// "--to $ADDR" with ADDR unset would otherwise mean no filter, and
+// "retry --failed --to $ADDR" retry every failed mail.
+func filterVar(fs *flag.FlagSet, p *string, name, usage string) {
+	fs.Var((*filterValue)(p), name, usage)
+}
+
+// filterString is filterVar returning the value's address.
+func filterString(fs *flag.FlagSet, name, usage string) *string {
+	p := new(string)
+	filterVar(fs, p, name, usage)
+	return p
+}
+
+// filterValue is the flag.Value of filterVar.
+type filterValue string
+
+var errEmptyFilter = errors.New("empty (an unset variable?): leave the flag out to select everything")
+
+func (v *filterValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return string(*v)
+}
+
+func (v *filterValue) Set(s string) error {
+	if s == "" {
+		return errEmptyFilter
+	}
+	*v = filterValue(s)
+	return nil
 }
 
 // filter builds the queue.Filter; now is the time --since counts back from.

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,4 +63,52 @@ func TestEmptyArgumentIsAUsageError(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	assert.Contains(t, out, `"code":"usage"`)
 	assert.Equal(t, map[int64]string{1: "pending", 2: "pending"}, statuses(t, ms))
+}
+
+// A filter given explicitly with an empty value is refused: "retry --failed
+// --to $ADDR --yes" with $ADDR unset used to retry every failed mail.
+func TestEmptyFilterIsAUsageError(t *testing.T) {
+	ms := seededCLI(t, true)
+	require.Equal(t, map[int64]string{1: "sent", 2: "failed"}, statuses(t, ms))
+	for _, args := range [][]string{
+		{"retry", "--failed", "--yes", "--to", ""},
+		{"retry", "--failed", "--yes", "--template="},
+		{"retry", "--failed", "--yes", "--kind", ""},
+		{"retry", "--failed", "--yes", "--since", ""},
+		{"list", "--to", ""},
+		{"list", "--template", ""},
+		{"list", "--kind", ""},
+		{"list", "--since", ""},
+		{"list", "--status", ""},
+		{"list", "--event", ""},
+		{"list", "--message-id", ""},
+		{"list", "--provider-id", ""},
+		{"show", "--id", ""},
+		{"show", "--message-id", ""},
+		{"show", "--provider-id", ""},
+		{"cleanup", "--status", ""},
+		{"suppress", "list", "--reason", ""},
+		{"suppress", "list", "--scope", ""},
+		{"suppress", "list", "--address", ""},
+		{"suppress", "list", "--since", ""},
+		{"suppress", "list", "--until", ""},
+		{"suppress", "export", "--scope", ""},
+		{"suppress", "remove", "--scope", "", "bob+550@example.com"},
+	} {
+		code, out, stderr := ms(args...)
+		assert.Equal(t, exitUsage, code, "%q: %s%s", args, out, stderr)
+		flagName, _, _ := strings.Cut(args[len(args)-2], "=")
+		if args[0] == "suppress" && args[1] == "remove" {
+			flagName = "--scope"
+		}
+		if strings.HasSuffix(args[len(args)-1], "=") {
+			flagName = strings.TrimSuffix(args[len(args)-1], "=")
+		}
+		assert.Contains(t, stderr, strings.TrimLeft(flagName, "-"), args)
+		assert.Contains(t, stderr, "empty", args)
+	}
+	assert.Equal(t, map[int64]string{1: "sent", 2: "failed"}, statuses(t, ms), "nothing was retried")
+	code, out, stderr := ms("retry", "--failed", "--yes", "--to", "nobody@example.com")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "retried 0 of 0 mails in lane tx\n", out)
 }
