@@ -90,6 +90,9 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	opts   Options
+	// fs is the flag set the command made last (newFlagSet), for
+	// wantsJSON.
+	fs *flag.FlagSet
 }
 
 // Options extend the command.
@@ -165,7 +168,8 @@ func run(ctx context.Context, e *env, args []string) int {
 			cctx, cancel = context.WithTimeout(ctx, d)
 		}
 		out := &countingWriter{w: e.stdout}
-		err := c.run(cctx, &env{stdin: e.stdin, stdout: out, stderr: e.stderr, opts: e.opts}, args[1:])
+		ce := &env{stdin: e.stdin, stdout: out, stderr: e.stderr, opts: e.opts}
+		err := c.run(cctx, ce, args[1:])
 		cancel()
 		code := exitCode(err)
 		var ue usageError
@@ -184,7 +188,7 @@ func run(ctx context.Context, e *env, args []string) int {
 		default:
 			fmt.Fprintf(e.stderr, "mailspool %s: %v\n", c.name, err)
 		}
-		if wantsJSON(args[1:]) && out.n == 0 {
+		if wantsJSON(ce.fs, args[1:]) && out.n == 0 {
 			// A command that printed its result (retry, cancel: what was
 			// done, and the mails left alone in the error) keeps it.
 			writeJSONError(e.stdout, err, code)
@@ -239,6 +243,7 @@ func usage(w io.Writer) {
 // newFlagSet returns a flag set that reports errors instead of exiting.
 func newFlagSet(e *env, name, args string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	e.fs = fs
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: mailspool %s %s\n\nFlags:\n", name, args)

@@ -112,3 +112,36 @@ func TestEmptyFilterIsAUsageError(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, "retried 0 of 0 mails in lane tx\n", out)
 }
+
+// --json takes every spelling of true package flag accepts, for the error
+// as for the result; a flag's value that looks like --json asks for nothing.
+func TestJSONFlagSpellings(t *testing.T) {
+	ms := seededCLI(t, false)
+	for _, spelling := range []string{"--json", "-json", "--json=true", "--json=TRUE", "--json=True", "--json=t", "--json=T", "--json=1"} {
+		code, out, stderr := ms("show", spelling, "99")
+		assert.Equal(t, exitNotFound, code, spelling, stderr)
+		assert.Contains(t, out, `"code":"not_found"`, spelling)
+	}
+	for _, spelling := range []string{"--json=false", "--json=F", "--json=0"} {
+		code, out, _ := ms("show", spelling, "99")
+		assert.Equal(t, exitNotFound, code, spelling)
+		assert.Empty(t, out, spelling)
+	}
+	code, out, _ := ms("show", "--json", "--json=false", "99")
+	assert.Equal(t, exitNotFound, code)
+	assert.Empty(t, out, "the last --json counts")
+	// -json as the value of --subject or --to asks for no JSON.
+	for _, args := range [][]string{
+		{"enqueue", "--subject", "-json", "--to", "cy@example.com", "--text", "t"},
+		{"enqueue", "--from", "shop@example.com", "--to", "--json", "--subject", "s", "--text", "t"},
+		{"list", "--to", "-json", "--limit", "0"},
+	} {
+		code, out, stderr := ms(args...)
+		assert.NotEqual(t, 0, code, "%q: %s", args, stderr)
+		assert.Empty(t, out, args)
+	}
+	// An unknown flag before --json still gets the JSON error.
+	code, out, _ = ms("list", "--no-such-flag", "--json")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, out, `"code":"usage"`)
+}

@@ -3,7 +3,9 @@ package cli
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/mailspool/mailspool/queue"
@@ -34,21 +36,56 @@ var exitCodeNames = map[int]string{
 	exitRateLimited: "rate_limited", exitPermanent: "permanent", exitSuppressed: "suppressed",
 }
 
-// wantsJSON reports whether args ask for JSON output (--json, -json,
-// --json=true), wherever the flag stands.
-func wantsJSON(args []string) bool {
-	for _, a := range args {
+// wantsJSON reports whether args ask for JSON output, wherever the flag
+// stands: --json or -json, bare or with any value strconv.ParseBool takes
+// for true (--json=TRUE, --json=t), the last one counting, as package flag
+// reads them. It also answers for a command line the flag set fs failed
+// to parse. fs, the command's flag set (nil if it made none), says which
+// flags take a value, so that the value in "--subject -json" is not taken
+// for the flag.
+func wantsJSON(fs *flag.FlagSet, args []string) bool {
+	asJSON := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		if a == "--" {
-			return false
+			// The end of the flags; parseArgs reads the argument after it
+			// as positional, and flags again after that.
+			i++
+			continue
 		}
-		switch strings.TrimLeft(a, "-") {
-		case "json", "json=true", "json=1":
-			if strings.HasPrefix(a, "-") {
-				return true
+		if len(a) < 2 || a[0] != '-' {
+			continue // positional
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		if name == "" || name[0] == '-' {
+			continue // bad syntax: the flag set refuses it
+		}
+		if name == "json" {
+			on := true
+			if hasValue {
+				var err error
+				if on, err = strconv.ParseBool(value); err != nil {
+					continue // refused by the flag set, as text
+				}
 			}
+			asJSON = on
+			continue
+		}
+		if !hasValue && fs != nil && takesValue(fs.Lookup(name)) {
+			i++ // the next argument is this flag's value
 		}
 	}
-	return false
+	return asJSON
+}
+
+// takesValue reports whether f reads the argument after it as its value
+// (every flag but a boolean one); false for an unknown flag.
+func takesValue(f *flag.Flag) bool {
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 // writeJSONError prints err as a jsonError for exit status code.
