@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,24 +48,34 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	fs.Int64Var(&th.maxStuck, "max-stuck", 0, "critical above this many rows stuck in sending")
 	asJSON := fs.Bool("json", false, "print JSON: status, the line, and each lane's numbers")
 	timeout := fs.Duration("timeout", 10*time.Second, "answer UNKNOWN when the database has not answered within this long (connecting included)")
-	if err := parseFlags(fs, args); err != nil {
+	// A bad flag or threshold is UNKNOWN, on stderr; with --json also as
+	// the report on stdout, whose status and line are always there.
+	refuse := func(err error) error {
+		if !errors.Is(err, flag.ErrHelp) && wantsJSON(fs, args) {
+			if werr := writeJSON(e.stdout, checkResult{Status: checkNames[checkUnknown], Line: "UNKNOWN: " + err.Error()}); werr != nil {
+				return exitError{checkUnknown, werr}
+			}
+		}
 		return exitError{checkUnknown, err}
 	}
+	if err := parseFlags(fs, args); err != nil {
+		return refuse(err)
+	}
 	if *timeout <= 0 || *timeout > time.Hour {
-		return exitError{checkUnknown, usageError{fmt.Sprintf("--timeout %v: want a duration above 0 and at most 1h", *timeout)}}
+		return refuse(usageError{fmt.Sprintf("--timeout %v: want a duration above 0 and at most 1h", *timeout)})
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	var err error
 	if th.maxFailureRate, err = parseRate(*rate); err != nil {
-		return exitError{checkUnknown, usageError{err.Error()}}
+		return refuse(usageError{err.Error()})
 	}
 	for _, n := range []struct {
 		flag string
 		v    int64
 	}{{"--max-backlog", th.maxBacklog}, {"--min-finished", th.minFinished}, {"--max-stuck", th.maxStuck}} {
 		if n.v < 0 {
-			return exitError{checkUnknown, usageError{fmt.Sprintf("%s %d: negative", n.flag, n.v)}}
+			return refuse(usageError{fmt.Sprintf("%s %d: negative", n.flag, n.v)})
 		}
 	}
 	report := func(code int, line string, lanes []laneStats) error {

@@ -113,6 +113,37 @@ func TestEmptyFilterIsAUsageError(t *testing.T) {
 	assert.Equal(t, "retried 0 of 0 mails in lane tx\n", out)
 }
 
+// check --json answers a bad flag or threshold with its JSON report
+// (UNKNOWN, exit 3), as it answers everything else.
+func TestCheckJSONReportsUsageErrors(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "q.db")
+	code, _, stderr := mailspool(t, "migrate", "--db", db)
+	require.Equal(t, 0, code, stderr)
+	for _, args := range [][]string{
+		{"--json", "--timeout", "0s"},
+		{"--json", "--max-backlog", "-1"},
+		{"--json", "--max-failure-rate", "NaN"},
+		{"--json", "--no-such-flag"},
+		{"--no-such-flag", "--json"},
+		{"--json=TRUE", "--timeout", "2h"},
+		{"--json", "surplus"},
+	} {
+		code, out, stderr := mailspool(t, append([]string{"check", "--db", db}, args...)...)
+		assert.Equal(t, checkUnknown, code, "%q: %s%s", args, out, stderr)
+		var res checkResult
+		require.NoError(t, json.Unmarshal([]byte(out), &res), "%q: %q", args, out)
+		assert.Equal(t, "unknown", res.Status, args)
+		assert.True(t, strings.HasPrefix(res.Line, "UNKNOWN: "), "%q: %s", args, res.Line)
+		assert.NotEmpty(t, stderr, args)
+	}
+	code, out, _ := mailspool(t, "check", "--db", db, "--timeout", "0s")
+	assert.Equal(t, checkUnknown, code)
+	assert.Empty(t, out, "text mode keeps the error on stderr")
+	code, out, _ = mailspool(t, "check", "--db", db, "--json", "-h")
+	assert.Equal(t, 0, code)
+	assert.Empty(t, out)
+}
+
 // --json takes every spelling of true package flag accepts, for the error
 // as for the result; a flag's value that looks like --json asks for nothing.
 func TestJSONFlagSpellings(t *testing.T) {
