@@ -92,11 +92,14 @@ func (a *attachFlags) Set(s string) error {
 		if value == "" {
 			return fmt.Errorf("%q: %s= needs a value", s, key)
 		}
+		dst := &spec.ContentID
 		if key == "type" {
-			spec.ContentType = value
-		} else {
-			spec.ContentID = value
+			dst = &spec.ContentType
 		}
+		if *dst != "" {
+			return fmt.Errorf("%q: %s= given twice", s, key)
+		}
+		*dst = value
 		spec.Path = spec.Path[:i]
 	}
 	if spec.Path == "" {
@@ -258,15 +261,21 @@ func (f *enqueueFlags) specs(fs *flag.FlagSet, stdin io.Reader, b fileBounds) ([
 	m.Headers = f.headers
 	m.Attachments = f.attach
 	for _, b := range []struct {
-		flag, path string
-		dst        *string
-	}{{"--text-file", f.textFile, &m.Text}, {"--html-file", f.htmlFile, &m.HTML}} {
-		if b.path == "" {
+		flag, path, inline string
+		dst                *string
+	}{{"text-file", f.textFile, "text", &m.Text}, {"html-file", f.htmlFile, "html", &m.HTML}} {
+		if !flagGiven(fs, b.flag) {
 			continue
+		}
+		if flagGiven(fs, b.inline) {
+			return nil, usageError{fmt.Sprintf("--%s and --%s: give the body one way", b.inline, b.flag)}
+		}
+		if b.path == "" {
+			return nil, usageError{fmt.Sprintf("--%s: empty (an unset variable?)", b.flag)}
 		}
 		body, err := readBody(b.path)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", b.flag, err)
+			return nil, fmt.Errorf("--%s: %w", b.flag, err)
 		}
 		*b.dst = body
 	}

@@ -46,6 +46,18 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 	if *from == "" || *to == "" {
 		return usageError{"--from and --to are required"}
 	}
+	if flagGiven(fs, "transport") {
+		// The URL is tested instead of a lane's: a lane or a config
+		// given with it would be ignored.
+		for _, other := range []string{"lane", "config"} {
+			if flagGiven(fs, other) {
+				return usageError{fmt.Sprintf("--transport and --%s: --transport tests that URL instead of a lane's transport; give one", other)}
+			}
+		}
+		if *rawURL == "" {
+			return usageError{"--transport: empty (an unset variable?); leave it out to test the lane's transport"}
+		}
+	}
 	fromAddr, err := mail.ParseAddress(*from)
 	if err != nil {
 		return usageError{fmt.Sprintf("--from %q: %v", *from, err)}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,6 +143,44 @@ func TestCheckJSONReportsUsageErrors(t *testing.T) {
 	code, out, _ = mailspool(t, "check", "--db", db, "--json", "-h")
 	assert.Equal(t, 0, code)
 	assert.Empty(t, out)
+}
+
+// Two flags that say the same thing differently are refused, not resolved
+// silently by one of them winning.
+func TestConflictingInputsRefused(t *testing.T) {
+	ms := seededCLI(t, false)
+	dir := t.TempDir()
+	body := filepath.Join(dir, "body.txt")
+	require.NoError(t, os.WriteFile(body, []byte("from the file"), 0o600))
+	att := filepath.Join(dir, "a.txt")
+	require.NoError(t, os.WriteFile(att, []byte("hello"), 0o600))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--text", "x", "--text-file", body}, "--text and --text-file"},
+		{[]string{"--html", "<p>x</p>", "--html-file", body}, "--html and --html-file"},
+		{[]string{"--html", `<img src="cid:c1">`, "--attach", att + ";inline=c1;inline=c2"}, "inline= given twice"},
+		{[]string{"--attach", att + ";type=text/csv;type=image/png"}, "type= given twice"},
+	} {
+		args := append([]string{"enqueue", "--from", "shop@example.com", "--to", "cy@example.com", "--subject", "s", "--text", "t"}, c.args...)
+		if c.args[0] == "--text" {
+			args = append([]string{"enqueue", "--from", "shop@example.com", "--to", "cy@example.com", "--subject", "s"}, c.args...)
+		}
+		code, out, stderr := ms(args...)
+		assert.Equal(t, exitUsage, code, "%q: %s%s", c.args, out, stderr)
+		assert.Contains(t, stderr, c.want, c.args)
+	}
+	assert.Len(t, statuses(t, ms), 2, "nothing was queued")
+
+	cfg := writeFile(t, "mailspool.toml", oneFakeLane)
+	for _, extra := range [][]string{{"--lane", "tx"}, {"--config", cfg}, {"--lane", ""}} {
+		args := append([]string{"send-test", "--transport", "fake://", "--from", "a@example.com", "--to", "b@example.com"}, extra...)
+		code, out, stderr := mailspool(t, args...)
+		assert.Equal(t, exitUsage, code, "%q: %s%s", extra, out, stderr)
+		assert.Contains(t, stderr, "--transport", extra)
+		assert.Contains(t, stderr, extra[0], extra)
+	}
 }
 
 // --json takes every spelling of true package flag accepts, for the error
