@@ -33,19 +33,21 @@ import (
 //	 "attachments": [{"path": "invoice.pdf"},
 //	                 {"filename": "logo.png", "content": "<base64>", "content_type": "image/png", "content_id": "logo"}]}
 type mailSpec struct {
-	From           string       `json:"from"`
-	To             string       `json:"to"`
-	ReplyTo        string       `json:"reply_to,omitempty"`
-	Subject        string       `json:"subject"`
-	Text           string       `json:"text,omitempty"`
-	HTML           string       `json:"html,omitempty"`
-	Headers        []headerSpec `json:"headers,omitempty"`
-	Template       string       `json:"template,omitempty"`
-	List           string       `json:"list,omitempty"`
-	MaxAttempts    int          `json:"max_attempts,omitempty"`
-	NotAfter       string       `json:"not_after,omitempty"`
-	Delay          string       `json:"delay,omitempty"`
-	IdempotencyKey string       `json:"idempotency_key,omitempty"`
+	From     string       `json:"from"`
+	To       string       `json:"to"`
+	ReplyTo  string       `json:"reply_to,omitempty"`
+	Subject  string       `json:"subject"`
+	Text     string       `json:"text,omitempty"`
+	HTML     string       `json:"html,omitempty"`
+	Headers  []headerSpec `json:"headers,omitempty"`
+	Template string       `json:"template,omitempty"`
+	List     string       `json:"list,omitempty"`
+	// MaxAttempts is 1..1000; nil means the lane's. A value given is
+	// passed on as it is, so that 0 is refused as the config refuses it.
+	MaxAttempts    *int   `json:"max_attempts,omitempty"`
+	NotAfter       string `json:"not_after,omitempty"`
+	Delay          string `json:"delay,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// IdempotencyScope queues at most once per scope and recipient
 	// mailbox (queue.RecipientIdempotencyKey).
 	IdempotencyScope string `json:"idempotency_scope,omitempty"`
@@ -229,7 +231,14 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 	fs.Var(&f.headers, "header", "extra header \"Name: value\" (repeatable)")
 	fs.StringVar(&m.Template, "template", "", "template name, kept for statistics")
 	fs.StringVar(&m.List, "list", "", "the mailing list of a bulk lane the mail belongs to (its unsubscribe link unsubscribes from that list only)")
-	fs.IntVar(&m.MaxAttempts, "max-attempts", 0, "attempts before failing (1 = single attempt); default the lane's")
+	fs.Func("max-attempts", "attempts before failing, 1..1000 (1 = single attempt); default the lane's", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", s)
+		}
+		m.MaxAttempts = &n
+		return nil
+	})
 	fs.StringVar(&m.NotAfter, "not-after", "", "drop the mail if not sent by this RFC 3339 time")
 	fs.StringVar(&m.Delay, "delay", "", "send no earlier than this long from now (e.g. 10m, 2d)")
 	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "queue at most once per key (compared as written)")
@@ -510,8 +519,8 @@ func (s mailSpec) build() (*transport.Message, []queue.Option, error) {
 	if s.Template != "" {
 		opts = append(opts, queue.Template(s.Template))
 	}
-	if s.MaxAttempts != 0 {
-		opts = append(opts, queue.MaxAttempts(s.MaxAttempts))
+	if s.MaxAttempts != nil {
+		opts = append(opts, queue.MaxAttempts(*s.MaxAttempts))
 	}
 	if s.NotAfter != "" {
 		t, err := time.Parse(time.RFC3339, s.NotAfter)
@@ -541,9 +550,6 @@ func (s mailSpec) build() (*transport.Message, []queue.Option, error) {
 	}
 	if s.BypassSuppression != "" {
 		opts = append(opts, queue.BypassSuppression(s.BypassSuppression))
-	}
-	if s.MaxAttempts < 0 {
-		return nil, nil, errors.New("max_attempts: negative")
 	}
 	return m, opts, nil
 }

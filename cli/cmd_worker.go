@@ -13,7 +13,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	var sf storeFlags
 	sf.register(fs)
 	lane := fs.String("lane", "", "run only this lane (default: every lane, each with its own worker and transport)")
-	maxMessages := fs.Int("max-messages", -1, "exit 0 after this many mails per lane so systemd restarts the process fresh (default: the lane's max_messages, 0 = never)")
+	maxMessages := fs.Int("max-messages", 0, "exit 0 after this many mails per lane so systemd restarts the process fresh, 0 = never (default: the lane's max_messages)")
 	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and the status page on this host:port, or off (default: $"+config.AdminListenEnv+", else the config's admin_listen); one per process, so give each per-lane process its own or off")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (a line per mail not sent is info, per mail sent debug)")
 	logFormat := fs.String("log-format", "text", "text (key=value) or json (one object per line)")
@@ -32,6 +32,10 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 		log = slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: secondsAttr}))
 	default:
 		return usageError{fmt.Sprintf("--log-format %q: want text or json", *logFormat)}
+	}
+
+	if *maxMessages < 0 {
+		return usageError{fmt.Sprintf("--max-messages %d: want 0 (never) or more", *maxMessages)}
 	}
 
 	var listen *string
@@ -54,7 +58,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *maxMessages >= 0 {
+	if flagGiven(fs, "max-messages") {
 		lanes = append([]config.Lane(nil), lanes...)
 		for i := range lanes {
 			lanes[i].Worker.MaxMessages = *maxMessages

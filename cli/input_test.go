@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,7 +27,27 @@ poll_interval = "10ms"
 // (2); with send, the worker sends them: 1 is sent, 2 failed for good.
 func seededCLI(t *testing.T, send bool) func(args ...string) (int, string, string) {
 	t.Helper()
-	ms := migratedCLI(t, "sqlite:"+filepath.Join(t.TempDir(), "q.db"), oneFakeLane)
+	return seededQueue(t, send).run
+}
+
+// aQueue is a migrated SQLite queue: its database URL, its config file,
+// and run, which runs a command line on them.
+type aQueue struct {
+	db, config string
+	run        func(args ...string) (int, string, string)
+}
+
+// seededQueue is seededCLI with the queue's database and config.
+func seededQueue(t *testing.T, send bool) aQueue {
+	t.Helper()
+	q := aQueue{db: "sqlite:" + filepath.Join(t.TempDir(), "q.db"), config: writeFile(t, "mailspool.toml", oneFakeLane)}
+	q.run = func(args ...string) (int, string, string) {
+		t.Helper()
+		return mailspool(t, append(args, "--db", q.db, "--config", q.config)...)
+	}
+	ms := q.run
+	code, _, stderr := ms("migrate")
+	require.Equal(t, 0, code, stderr)
 	for _, to := range []string{"ann@example.com", "bob+550@example.com"} {
 		code, _, stderr := ms("enqueue", "--from", "shop@example.com", "--to", to, "--subject", "s", "--text", "t", "--template", "welcome")
 		require.Equal(t, 0, code, stderr)
@@ -33,7 +56,7 @@ func seededCLI(t *testing.T, send bool) func(args ...string) (int, string, strin
 		code, _, stderr := ms("worker", "--max-messages", "2", "--log-level", "warn")
 		require.Equal(t, 0, code, stderr)
 	}
-	return ms
+	return q
 }
 
 // statuses is every mail's status by id, from list --json.
@@ -181,6 +204,43 @@ func TestConflictingInputsRefused(t *testing.T) {
 		assert.Contains(t, stderr, "--transport", extra)
 		assert.Contains(t, stderr, extra[0], extra)
 	}
+}
+
+// A number out of range is refused, never taken for "not given".
+func TestOutOfRangeNumbersRefused(t *testing.T) {
+	q := seededQueue(t, false)
+	ms := q.run
+	// Bounded: the worker used to run as if --max-messages were not given.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, errOut bytes.Buffer
+	code := run(ctx, &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &errOut}, []string{"worker", "--max-messages", "-5", "--db", q.db, "--config", q.config})
+	assert.Equal(t, exitUsage, code, errOut.String())
+	assert.Contains(t, errOut.String(), "--max-messages -5")
+	var out, stderr string
+	assert.Equal(t, map[int64]string{1: "pending", 2: "pending"}, statuses(t, ms), "the worker sent nothing")
+
+	code, out, stderr = ms("enqueue", "--from", "shop@example.com", "--to", "cy@example.com", "--subject", "s", "--text", "t", "--max-attempts", "0")
+	assert.NotEqual(t, 0, code, out)
+	assert.Contains(t, stderr, "max attempts 0 out of range")
+	file := writeFile(t, "mails.json", `{"from": "shop@example.com", "to": "cy@example.com", "subject": "s", "text": "t", "max_attempts": 0}`)
+	code, out, stderr = ms("enqueue", "--file", file)
+	assert.NotEqual(t, 0, code, out)
+	assert.Contains(t, stderr, "max attempts 0 out of range")
+	assert.Len(t, statuses(t, ms), 2, "nothing was queued")
+
+	file = writeFile(t, "mails.json", `{"from": "shop@example.com", "to": "cy@example.com", "subject": "s", "text": "t", "max_attempts": 2}`)
+	code, _, stderr = ms("enqueue", "--file", file)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = ms("enqueue", "--from", "shop@example.com", "--to", "dy@example.com", "--subject", "s", "--text", "t")
+	require.Equal(t, 0, code, stderr)
+	code, out, _ = ms("list", "--json")
+	require.Equal(t, 0, code)
+	var rows []listedRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, 4)
+	assert.Equal(t, 5, rows[0].MaxAttempts, "no --max-attempts: the lane's default")
+	assert.Equal(t, 2, rows[1].MaxAttempts, "max_attempts 2 as given")
 }
 
 // --json takes every spelling of true package flag accepts, for the error
