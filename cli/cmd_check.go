@@ -40,7 +40,7 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	setExitCodes(e, fs, usage, checkExitCodes)
 	var sf storeFlags
 	sf.register(fs)
-	lane := fs.String("lane", "", "only this lane (default: every lane)")
+	lane := filterString(fs, "lane", "only this lane (default: every lane)")
 	var th thresholds
 	fs.Int64Var(&th.maxBacklog, "max-backlog", 10000, "critical above this many pending, retry and sending mails")
 	rate := fs.String("max-failure-rate", "20%", "critical above this share of the last hour's finished mail failing (20% or 0.2)")

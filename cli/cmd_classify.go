@@ -36,7 +36,7 @@ const classifyArgs = "[--config FILE] [--lane NAME] [--transport smtp|ses|sendgr
 func runClassify(_ context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "classify", classifyArgs)
 	configPath := fs.String("config", "", "TOML config file; the lane's rules and transport are used")
-	lane := fs.String("lane", "", "use this lane's classification rules (default: the only lane of --config, or none)")
+	lane := filterString(fs, "lane", "use this lane's classification rules (default: the only lane of --config, or none)")
 	kind := fs.String("transport", "", "how the reply arrived: smtp (a reply or an error text), ses (\"[STATUS] Code: message\") or sendgrid (\"STATUS BODY\"); default: the lane's, else smtp")
 	at := fs.String("at", "", "smtp: the command the reply answered (MAIL, RCPT, DATA, AUTH); default unknown")
 	var relay optionalBool

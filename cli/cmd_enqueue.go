@@ -216,7 +216,7 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 	fs := newFlagSet(e, "enqueue", "[--db URL] [--config FILE] [--lane NAME] (--file mails.json | --from ADDR --to ADDR --subject S --text T ...)")
 	f := &enqueueFlags{}
 	f.store.register(fs)
-	fs.StringVar(&f.lane, "lane", "", "lane to queue into (default: the only lane; required when the config has several)")
+	filterVar(fs, &f.lane, "lane", "lane to queue into (default: the only lane; required when the config has several)")
 	fs.StringVar(&f.file, "file", "", "JSON file with one mail object or an array of them (- for standard input); all are queued in one transaction or none")
 	fs.BoolVar(&f.asJSON, "json", false, "print the queued row ids as JSON")
 	m := &f.mail

@@ -22,7 +22,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "migrate", "[--db URL] [--config FILE] [--lane NAME] [--print-sql [--store mysql|postgres|sqlite] [--from N]] | status [--json]")
 	var sf storeFlags
 	sf.register(fs)
-	lane := fs.String("lane", "", "only this lane's table (default: every lane)")
+	lane := filterString(fs, "lane", "only this lane's table (default: every lane)")
 	printSQL := fs.Bool("print-sql", false, "print the DDL instead of running it, for a schema tool of your own (goose, atlas, golang-migrate); connects to nothing")
 	store := fs.String("store", "", "with --print-sql: mysql (MySQL and MariaDB), postgres or sqlite (default: the configured database's)")
 	from := fs.Int("from", 0, "with --print-sql: the schema version the tables are at now (0: they do not exist)")

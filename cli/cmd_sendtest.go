@@ -34,7 +34,7 @@ func runSendTest(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "send-test", "--from ADDR --to ADDR [--transport URL | --lane NAME] [--json]")
 	var sf storeFlags
 	fs.StringVar(&sf.config, "config", "", "TOML config file; the lane's transport is used")
-	lane := fs.String("lane", "", "use this lane's transport (default: the only lane)")
+	lane := filterString(fs, "lane", "use this lane's transport (default: the only lane)")
 	rawURL := fs.String("transport", "", "transport URL to test instead of a lane's (e.g. smtp://user@host:587?password_env=SMTP_PASSWORD)")
 	from := fs.String("from", "", "sender address (required)")
 	to := fs.String("to", "", "recipient address (required)")

@@ -371,7 +371,7 @@ func runSuppressBypasses(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "suppress bypasses", "[--lane L] [--limit N] [--json]")
 	var sf storeFlags
 	sf.register(fs)
-	lane := fs.String("lane", "", "only this lane's")
+	lane := filterString(fs, "lane", "only this lane's")
 	limit := fs.Int("limit", 100, "at most this many, newest first")
 	asJSON := fs.Bool("json", false, "a JSON array")
 	rest, err := parseArgs(fs, args)

@@ -12,7 +12,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "worker", "[--db URL] [--config FILE] [--lane NAME] [--max-messages N] [--admin-listen HOST:PORT|off] [--log-level L] [--log-format text|json]")
 	var sf storeFlags
 	sf.register(fs)
-	lane := fs.String("lane", "", "run only this lane (default: every lane, each with its own worker and transport)")
+	lane := filterString(fs, "lane", "run only this lane (default: every lane, each with its own worker and transport)")
 	maxMessages := fs.Int("max-messages", 0, "exit 0 after this many mails per lane so systemd restarts the process fresh, 0 = never (default: the lane's max_messages)")
 	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and the status page on this host:port, or off (default: $"+config.AdminListenEnv+", else the config's admin_listen); one per process, so give each per-lane process its own or off")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (a line per mail not sent is info, per mail sent debug)")

@@ -92,7 +92,7 @@ type laneFlags struct {
 
 func (f *laneFlags) register(fs *flag.FlagSet) {
 	f.storeFlags.register(fs)
-	fs.StringVar(&f.lane, "lane", "", "only this lane (default: every lane)")
+	filterVar(fs, &f.lane, "lane", "only this lane (default: every lane)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 }
 
@@ -100,7 +100,7 @@ func (f *laneFlags) register(fs *flag.FlagSet) {
 // is --lane's help.
 func (f *laneFlags) registerOne(fs *flag.FlagSet, laneHelp string) {
 	f.storeFlags.register(fs)
-	fs.StringVar(&f.lane, "lane", "", laneHelp)
+	filterVar(fs, &f.lane, "lane", laneHelp)
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 }
 

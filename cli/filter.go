@@ -23,7 +23,8 @@ func (f *filterFlags) register(fs *flag.FlagSet) {
 }
 
 // filterVar defines a string flag that narrows what a command selects or
-// changes. Left out, it selects everything; given, it must not be empty:
+// changes (a lane, a recipient, a template). Left out, it selects
+// everything or its default; given, it must not be empty:
 // "--to $ADDR" with ADDR unset would otherwise mean no filter, and
 // "retry --failed --to $ADDR" retry every failed mail.
 func filterVar(fs *flag.FlagSet, p *string, name, usage string) {
@@ -40,7 +41,7 @@ func filterString(fs *flag.FlagSet, name, usage string) *string {
 // filterValue is the flag.Value of filterVar.
 type filterValue string
 
-var errEmptyFilter = errors.New("empty (an unset variable?): leave the flag out to select everything")
+var errEmptyFilter = errors.New("empty (an unset variable?): leave the flag out for its default")
 
 func (v *filterValue) String() string {
 	if v == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,10 +119,24 @@ func TestEmptyFilterIsAUsageError(t *testing.T) {
 		{"suppress", "list", "--until", ""},
 		{"suppress", "export", "--scope", ""},
 		{"suppress", "remove", "--scope", "", "bob+550@example.com"},
+		{"retry", "--failed", "--yes", "--lane", ""},
+		{"cleanup", "--lane", ""},
+		{"migrate", "--lane", ""},
+		{"pause", "--lane", ""},
+		{"stats", "--lane", ""},
+		{"check", "--lane", ""},
+		{"enqueue", "--lane", "", "--from", "a@example.com", "--to", "b@example.com", "--subject", "s", "--text", "t"},
 	} {
 		code, out, stderr := ms(args...)
-		assert.Equal(t, exitUsage, code, "%q: %s%s", args, out, stderr)
+		want := exitUsage
+		if args[0] == "check" {
+			want = 3 // Nagios's UNKNOWN
+		}
+		assert.Equal(t, want, code, "%q: %s%s", args, out, stderr)
 		flagName, _, _ := strings.Cut(args[len(args)-2], "=")
+		if i := slices.Index(args, "--lane"); i >= 0 {
+			flagName = "--lane"
+		}
 		if args[0] == "suppress" && args[1] == "remove" {
 			flagName = "--scope"
 		}
