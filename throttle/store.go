@@ -93,6 +93,7 @@ func (d dialect) createSQL() []string {
   name           VARCHAR(190) CHARACTER SET ascii NOT NULL COMMENT 'the limit key: domain:..., provider:..., lane:...',
   tat            BIGINT NOT NULL DEFAULT 0 COMMENT 'GCRA theoretical arrival time, unix us on the database clock',
   sched          BIGINT NOT NULL DEFAULT 0 COMMENT 'unix us: the turns up to here are promised to mails given back by claims',
+  paused_until   BIGINT NOT NULL DEFAULT 0 COMMENT 'unix us: a Retry-After stops every send of the key until then',
   slow_factor    DOUBLE NOT NULL DEFAULT 1 COMMENT 'rate multiplier while slowed down (0 < f <= 1)',
   slow_until     BIGINT NOT NULL DEFAULT 0 COMMENT 'unix us: the slow-down holds until then',
   recover_until  BIGINT NOT NULL DEFAULT 0 COMMENT 'unix us: then the rate climbs back to 1 by this time',
@@ -117,6 +118,7 @@ func (d dialect) createSQL() []string {
   name           VARCHAR(190) NOT NULL PRIMARY KEY,
   tat            BIGINT NOT NULL DEFAULT 0,
   sched          BIGINT NOT NULL DEFAULT 0,
+  paused_until   BIGINT NOT NULL DEFAULT 0,
   slow_factor    ` + dbl + ` NOT NULL DEFAULT 1,
   slow_until     BIGINT NOT NULL DEFAULT 0,
   recover_until  BIGINT NOT NULL DEFAULT 0,
@@ -133,6 +135,31 @@ func (d dialect) createSQL() []string {
 )`}
 }
 
+// The keys table's columns: those of its first version, and those added
+// since (each BIGINT NOT NULL DEFAULT 0), in the order they came.
+var (
+	firstKeyColumns = []string{"name", "tat", "slow_factor", "slow_until", "recover_until", "slow_reason", "slowdowns", "granted", "refused"}
+	addedKeyColumns = []string{"sched", "paused_until"}
+)
+
+// earlierKeysTable reports that a table of columns have (lower case) is
+// the keys table of this or an earlier version: the first version's
+// columns, some or all of those added since and no other. Any other table of that name is left
+// for ddl.Create to refuse.
+func earlierKeysTable(have []string) bool {
+	for _, c := range firstKeyColumns {
+		if !slices.Contains(have, c) {
+			return false
+		}
+	}
+	for _, c := range have {
+		if !slices.Contains(firstKeyColumns, c) && !slices.Contains(addedKeyColumns, c) {
+			return false
+		}
+	}
+	return true
+}
+
 // Migrate creates the throttle tables if they are not there. It is
 // idempotent; mailspool migrate runs it beside the queue's migrations.
 func Migrate(ctx context.Context, db *sql.DB) error {
@@ -140,24 +167,21 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	// sched came after the first version of the table: add it to such a
-	// table first, so that the table is mailspool's as Create checks it.
-	var cols, first int
-	probe := `SELECT COUNT(*), COALESCE(SUM(CASE WHEN column_name IN ('name', 'tat', 'slow_factor', 'slow_until', 'recover_until', 'slow_reason', 'slowdowns', 'granted', 'refused') THEN 1 ELSE 0 END), 0) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '` + KeysTable + `'`
-	switch d {
-	case sqliteDialect:
-		probe = `SELECT COUNT(*), COALESCE(SUM(CASE WHEN name IN ('name', 'tat', 'slow_factor', 'slow_until', 'recover_until', 'slow_reason', 'slowdowns', 'granted', 'refused') THEN 1 ELSE 0 END), 0) FROM pragma_table_info('` + KeysTable + `')`
-	case postgresDialect:
-		probe = `SELECT COUNT(*), COALESCE(SUM(CASE WHEN column_name IN ('name', 'tat', 'slow_factor', 'slow_until', 'recover_until', 'slow_reason', 'slowdowns', 'granted', 'refused') THEN 1 ELSE 0 END), 0) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '` + KeysTable + `'`
-	}
-	if err := db.QueryRowContext(ctx, probe).Scan(&cols, &first); err != nil {
+	// sched and paused_until came after the first version of the table:
+	// add the missing ones to a table of an earlier version first, so
+	// that the table is mailspool's as Create checks it.
+	have, err := ddl.TableColumns(ctx, db, d.Name, KeysTable)
+	if err != nil {
 		return fmt.Errorf("throttle: migrate: %w", err)
 	}
-	// Only the first version's table, its nine columns and no other: any
-	// other table of that name is left for Create to refuse.
-	if cols == 9 && first == 9 {
-		if _, err := db.ExecContext(ctx, `ALTER TABLE `+KeysTable+` ADD COLUMN sched BIGINT NOT NULL DEFAULT 0`); err != nil {
-			return fmt.Errorf("throttle: migrate: adding sched: %w", err)
+	if earlierKeysTable(have) {
+		for _, c := range addedKeyColumns {
+			if slices.Contains(have, c) {
+				continue
+			}
+			if _, err := db.ExecContext(ctx, `ALTER TABLE `+KeysTable+` ADD COLUMN `+c+` BIGINT NOT NULL DEFAULT 0`); err != nil {
+				return fmt.Errorf("throttle: migrate: adding %s: %w", c, err)
+			}
 		}
 	}
 	// Refused before any DDL if a table of these names is not
@@ -179,15 +203,15 @@ func (s *Store) Schedule(ctx context.Context, q querier, l Limit, n int) (first,
 	}
 	var k keyState
 	var sched int64
-	stmt := s.d.Rebind(`SELECT tat, sched, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
-	if err := q.QueryRowContext(ctx, stmt, l.Key).Scan(&k.tat, &sched, &k.now); err != nil {
+	stmt := s.d.Rebind(`SELECT tat, sched, paused_until, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
+	if err := q.QueryRowContext(ctx, stmt, l.Key).Scan(&k.tat, &sched, &k.pausedUntil, &k.now); err != nil {
 		return 0, 0, fmt.Errorf("throttle: scheduling %s: %w", l.Key, err)
 	}
 	// At the configured pace even while slowed down: the mails come due
 	// no slower than the rate may climb back, and a turn they find taken
 	// sends them to the end of the schedule again.
 	iv := l.Rate.interval()
-	from := max(sched, k.tat, k.now)
+	from := max(sched, k.tat, k.pausedUntil, k.now)
 	end := from + int64(math.Ceil(float64(n)*iv))
 	if _, err := q.ExecContext(ctx, s.d.Rebind(`UPDATE `+KeysTable+` SET sched = `+s.d.greatest()+`(sched, ?) WHERE name = ?`), end, l.Key); err != nil {
 		return 0, 0, fmt.Errorf("throttle: scheduling %s: %w", l.Key, err)
@@ -287,11 +311,14 @@ func Open(db *sql.DB) (*Store, error) {
 // Denied says why a send may not start now.
 type Denied struct {
 	Key    string
-	Reason string        // "rate" or "concurrency"
+	Reason string        // "rate", "concurrency" or "paused" (a Retry-After)
 	Wait   time.Duration // at least this long, on the database's clock
 }
 
 func (d *Denied) Error() string {
+	if d.Reason == "paused" {
+		return fmt.Sprintf("throttle: %s: paused by a Retry-After, wait %v", d.Key, d.Wait)
+	}
 	return fmt.Sprintf("throttle: %s: %s limit reached, wait %v", d.Key, d.Reason, d.Wait)
 }
 
@@ -299,6 +326,9 @@ func (d *Denied) Error() string {
 type keyState struct {
 	tat, slowUntil, recoverUntil, now int64
 	factor                            float64
+	// pausedUntil: a Retry-After lets no send of the key start before
+	// then (Pause), whatever its rate and slots would allow.
+	pausedUntil int64
 }
 
 // factorAt is the key's rate multiplier at now: its slow-down factor
@@ -339,8 +369,8 @@ type querier interface {
 // read returns key's state (made when missing) and the database's clock.
 func (s *Store) read(ctx context.Context, q querier, key string) (keyState, error) {
 	var k keyState
-	stmt := s.d.Rebind(`SELECT tat, slow_factor, slow_until, recover_until, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
-	err := q.QueryRowContext(ctx, stmt, key).Scan(&k.tat, &k.factor, &k.slowUntil, &k.recoverUntil, &k.now)
+	stmt := s.d.Rebind(`SELECT tat, slow_factor, slow_until, recover_until, paused_until, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
+	err := q.QueryRowContext(ctx, stmt, key).Scan(&k.tat, &k.factor, &k.slowUntil, &k.recoverUntil, &k.pausedUntil, &k.now)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Made in a statement of its own on MySQL and PostgreSQL: two
 		// transactions that both made it would each hold the other's
@@ -353,7 +383,7 @@ func (s *Store) read(ctx context.Context, q querier, key string) (keyState, erro
 		if _, err := mk.ExecContext(ctx, s.d.insertKey(), key); err != nil {
 			return k, fmt.Errorf("throttle: making key %s: %w", key, err)
 		}
-		err = q.QueryRowContext(ctx, stmt, key).Scan(&k.tat, &k.factor, &k.slowUntil, &k.recoverUntil, &k.now)
+		err = q.QueryRowContext(ctx, stmt, key).Scan(&k.tat, &k.factor, &k.slowUntil, &k.recoverUntil, &k.pausedUntil, &k.now)
 	}
 	if err != nil {
 		return k, fmt.Errorf("throttle: reading key %s: %w", key, err)
@@ -463,6 +493,9 @@ func (s *Store) acquireOne(ctx context.Context, tx *sql.Tx, holder string, n int
 	if err != nil {
 		return nil, err
 	}
+	if k.pausedUntil > k.now {
+		return &Denied{Key: l.Key, Reason: "paused", Wait: time.Duration(k.pausedUntil-k.now) * time.Microsecond}, nil
+	}
 	if l.Concurrency > 0 || l.Rate.Off() {
 		if lock := s.d.lockKey(); lock != "" {
 			var name string
@@ -526,14 +559,17 @@ func (s *Store) Release(ctx context.Context, holder string, keys []string) error
 // ahead counts the sends the rate lets start within that long too: a
 // sender given one waits for its turn (Policy.MaxHold).
 func (s *Store) Available(ctx context.Context, q querier, l Limit, ahead time.Duration) (int, time.Duration, error) {
+	k, err := s.read(ctx, q, l.Key)
+	if err != nil {
+		return 0, 0, err
+	}
+	k.now += ahead.Microseconds()
+	if k.pausedUntil > k.now {
+		return 0, time.Duration(k.pausedUntil-k.now) * time.Microsecond, nil
+	}
 	n := math.MaxInt32
 	var wait time.Duration
 	if !l.Rate.Off() {
-		k, err := s.read(ctx, q, l.Key)
-		if err != nil {
-			return 0, 0, err
-		}
-		k.now += ahead.Microseconds()
 		ok, w := k.allowed(l.Rate)
 		n, wait = ok, time.Duration(w)*time.Microsecond
 	}
@@ -588,13 +624,16 @@ func (s *Store) Slow(ctx context.Context, key string, factor float64, hold, reco
 	return nil
 }
 
-// Pause lets no send of key start for d (a Retry-After): its theoretical
-// arrival time moves to at least now + d.
+// Pause lets no send of key start for d (a Retry-After): the key is
+// paused until at least now + d. The pause is kept beside the rate's
+// theoretical arrival time, not in it: neither the burst nor a slow-down
+// shortens it, it stops a key without a rate too, and once it has passed
+// the key lets out its burst again (the pause took no turn of the rate).
 func (s *Store) Pause(ctx context.Context, key string, d time.Duration) error {
 	if _, err := s.read(ctx, s.db, key); err != nil {
 		return err
 	}
-	stmt := s.d.Rebind(`UPDATE ` + KeysTable + ` SET tat = ` + s.d.greatest() + `(tat, ` + s.d.now() + ` + ?) WHERE name = ?`)
+	stmt := s.d.Rebind(`UPDATE ` + KeysTable + ` SET paused_until = ` + s.d.greatest() + `(paused_until, ` + s.d.now() + ` + ?) WHERE name = ?`)
 	if _, err := s.db.ExecContext(ctx, stmt, d.Microseconds(), key); err != nil {
 		return fmt.Errorf("throttle: pausing %s: %w", key, err)
 	}
@@ -609,7 +648,7 @@ type KeyStatus struct {
 	SlowReason string        `json:"slow_reason,omitempty"`
 	SlowUntil  time.Time     `json:"slow_until,omitzero"`   // the lowered rate holds until then
 	Recovered  time.Time     `json:"recovered_at,omitzero"` // back to the configured rate then
-	Ahead      time.Duration `json:"-"`                     // how far the rate's schedule runs ahead of now (the wait behind it); stats --json writes it in seconds
+	Ahead      time.Duration `json:"-"`                     // how far the rate's schedule, or a pause, runs ahead of now (the wait behind it); stats --json writes it in seconds
 	InFlight   int           `json:"in_flight"`             // slots held by live leases
 	// Scheduled is how far the turns promised to mails that claims gave
 	// back run ahead of now: the mails waiting behind the limit, in time.
@@ -621,7 +660,7 @@ type KeyStatus struct {
 
 // Status returns every key's state, by key.
 func (s *Store) Status(ctx context.Context) ([]KeyStatus, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT k.name, k.tat, k.sched, k.slow_factor, k.slow_until, k.recover_until, k.slow_reason, k.slowdowns, k.granted, k.refused, `+s.d.now()+`,
+	rows, err := s.db.QueryContext(ctx, `SELECT k.name, k.tat, k.sched, k.paused_until, k.slow_factor, k.slow_until, k.recover_until, k.slow_reason, k.slowdowns, k.granted, k.refused, `+s.d.now()+`,
   (SELECT COALESCE(SUM(n), 0) FROM `+SlotsTable+` sl WHERE sl.name = k.name AND sl.expires >= `+s.d.now()+`)
  FROM `+KeysTable+` k ORDER BY k.name`)
 	if err != nil {
@@ -633,12 +672,12 @@ func (s *Store) Status(ctx context.Context) ([]KeyStatus, error) {
 		var ks KeyStatus
 		var k keyState
 		var sched int64
-		if err := rows.Scan(&ks.Key, &k.tat, &sched, &k.factor, &k.slowUntil, &k.recoverUntil, &ks.SlowReason, &ks.Slowdowns, &ks.Granted, &ks.Refused, &k.now, &ks.InFlight); err != nil {
+		if err := rows.Scan(&ks.Key, &k.tat, &sched, &k.pausedUntil, &k.factor, &k.slowUntil, &k.recoverUntil, &ks.SlowReason, &ks.Slowdowns, &ks.Granted, &ks.Refused, &k.now, &ks.InFlight); err != nil {
 			return nil, fmt.Errorf("throttle: status: %w", err)
 		}
 		ks.Factor = k.factorAt(k.now)
-		if k.tat > k.now {
-			ks.Ahead = time.Duration(k.tat-k.now) * time.Microsecond
+		if ahead := max(k.tat, k.pausedUntil); ahead > k.now {
+			ks.Ahead = time.Duration(ahead-k.now) * time.Microsecond
 		}
 		if sched > k.now {
 			ks.Scheduled = time.Duration(sched-k.now) * time.Microsecond

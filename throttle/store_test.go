@@ -265,6 +265,68 @@ func TestSlowAndPause(t *testing.T) {
 	})
 }
 
+// A Retry-After stops every send of the key until it has passed, whatever
+// the burst would allow (the burst's turns are not a way around it), also
+// once the key is slowed down further, and the claim's look and schedule
+// see it too. Once it has passed, the key lets out its burst again.
+func TestPauseHoldsWithABurst(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		st := openStore(t, s.db)
+		l := []Limit{{Key: "provider:api", Rate: Rate{N: 10, Per: time.Hour, Burst: 5}}} // one per 6 min, burst 5
+		require.NoError(t, st.Pause(ctx, l[0].Key, 20*time.Minute))
+		d := denied(t, st.Acquire(ctx, "right-after-pause", 1, time.Minute, l))
+		assert.InDelta(t, 20*time.Minute, d.Wait, float64(5*time.Second), "wait for the pause's end")
+		n, wait, err := st.Available(ctx, s.db, l[0], 0)
+		require.NoError(t, err)
+		assert.Zero(t, n, "the claim's look lets a paused key's mail go")
+		assert.InDelta(t, 20*time.Minute, wait, float64(5*time.Second))
+		first, _, err := st.Schedule(ctx, s.db, l[0], 1)
+		require.NoError(t, err)
+		assert.InDelta(t, 20*time.Minute, first, float64(5*time.Second), "a mail given back comes due when the pause ends")
+		// Slowed down further while paused: still no send before the end.
+		require.NoError(t, st.Slow(ctx, l[0].Key, 0.1, time.Hour, time.Hour, "later"))
+		d = denied(t, st.Acquire(ctx, "slowed", 1, time.Minute, l))
+		assert.Greater(t, d.Wait, 19*time.Minute)
+		// A key with only a concurrency bound is stopped too.
+		c := []Limit{{Key: "domain:conc.example", Concurrency: 5}}
+		require.NoError(t, st.Pause(ctx, c[0].Key, 20*time.Minute))
+		d = denied(t, st.Acquire(ctx, "conc", 1, time.Minute, c))
+		assert.Greater(t, d.Wait, 19*time.Minute)
+
+		// A short pause, on the database's clock: every attempt refused
+		// until it has passed, then the whole burst at once.
+		b := []Limit{{Key: "provider:short", Rate: Rate{N: 10, Per: time.Hour, Burst: 5}}}
+		const pause = time.Second
+		before, err := st.Now(ctx)
+		require.NoError(t, err)
+		require.NoError(t, st.Pause(ctx, b[0].Key, pause))
+		after, err := st.Now(ctx)
+		require.NoError(t, err)
+		refused := 0
+		for attempt := 0; ; attempt++ {
+			tried, err := st.Now(ctx)
+			require.NoError(t, err)
+			err = st.Acquire(ctx, "burst", 5, time.Minute, b)
+			done, nowErr := st.Now(ctx)
+			require.NoError(t, nowErr)
+			if err == nil {
+				assert.GreaterOrEqual(t, done.Sub(before), pause, "the burst was let out before the pause had passed")
+				break
+			}
+			d := denied(t, err)
+			require.Less(t, tried.Sub(after), pause, "refused (%v) after the pause had passed", d)
+			assert.LessOrEqual(t, d.Wait, pause)
+			refused++
+			require.Less(t, attempt, 10000, "no progress: the pause never ended")
+			time.Sleep(20 * time.Millisecond)
+		}
+		assert.Positive(t, refused, "no attempt was made while the pause held")
+		d = denied(t, st.Acquire(ctx, "after-burst", 1, time.Minute, b))
+		assert.Equal(t, "rate", d.Reason)
+	})
+}
+
 func TestFactorRecoversGradually(t *testing.T) {
 	k := keyState{factor: 0.5, slowUntil: 1000, recoverUntil: 3000}
 	assert.Equal(t, 0.5, k.factorAt(500))
@@ -284,27 +346,34 @@ func TestBadLimits(t *testing.T) {
 	assert.ErrorContains(t, err, "unknown store")
 }
 
-// A table made before the sched column gets it from Migrate.
-func TestMigrateAddsSched(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s store) {
-		ctx := context.Background()
-		_, err := s.db.ExecContext(ctx, `DROP TABLE `+KeysTable)
-		require.NoError(t, err)
-		_, err = s.db.ExecContext(ctx, `CREATE TABLE `+KeysTable+` (name VARCHAR(190) NOT NULL PRIMARY KEY, tat BIGINT NOT NULL DEFAULT 0,
+// A table of an earlier version, made before the sched column or before
+// the paused_until column, gets the columns it lacks from Migrate.
+func TestMigrateAddsLaterColumns(t *testing.T) {
+	for _, earlier := range []struct{ name, sched string }{{"first", ""}, {"with-sched", "sched BIGINT NOT NULL DEFAULT 0, "}} {
+		t.Run(earlier.name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, s store) {
+				ctx := context.Background()
+				_, err := s.db.ExecContext(ctx, `DROP TABLE `+KeysTable)
+				require.NoError(t, err)
+				_, err = s.db.ExecContext(ctx, `CREATE TABLE `+KeysTable+` (name VARCHAR(190) NOT NULL PRIMARY KEY, tat BIGINT NOT NULL DEFAULT 0, `+earlier.sched+`
   slow_factor REAL NOT NULL DEFAULT 1, slow_until BIGINT NOT NULL DEFAULT 0, recover_until BIGINT NOT NULL DEFAULT 0,
   slow_reason VARCHAR(255) NOT NULL DEFAULT '', slowdowns BIGINT NOT NULL DEFAULT 0, granted BIGINT NOT NULL DEFAULT 0, refused BIGINT NOT NULL DEFAULT 0)`)
-		require.NoError(t, err)
-		require.NoError(t, Migrate(ctx, s.db))
-		require.NoError(t, Migrate(ctx, s.db))
-		st := openStore(t, s.db)
-		l := Limit{Key: "domain:m.example", Rate: Rate{N: 6, Per: time.Hour}}
-		require.NoError(t, st.Acquire(ctx, "h", 1, time.Minute, []Limit{l}))
-		first, step, err := st.Schedule(ctx, s.db, l, 3)
-		require.NoError(t, err)
-		assert.InDelta(t, 10*time.Minute, first, float64(5*time.Second), "after the turn taken")
-		assert.Equal(t, 10*time.Minute, step)
-		first, _, err = st.Schedule(ctx, s.db, l, 1)
-		require.NoError(t, err)
-		assert.InDelta(t, 40*time.Minute, first, float64(5*time.Second), "after the three turns handed out")
-	})
+				require.NoError(t, err)
+				require.NoError(t, Migrate(ctx, s.db))
+				require.NoError(t, Migrate(ctx, s.db))
+				st := openStore(t, s.db)
+				l := Limit{Key: "domain:m.example", Rate: Rate{N: 6, Per: time.Hour}}
+				require.NoError(t, st.Acquire(ctx, "h", 1, time.Minute, []Limit{l}))
+				first, step, err := st.Schedule(ctx, s.db, l, 3)
+				require.NoError(t, err)
+				assert.InDelta(t, 10*time.Minute, first, float64(5*time.Second), "after the turn taken")
+				assert.Equal(t, 10*time.Minute, step)
+				first, _, err = st.Schedule(ctx, s.db, l, 1)
+				require.NoError(t, err)
+				assert.InDelta(t, 40*time.Minute, first, float64(5*time.Second), "after the three turns handed out")
+				require.NoError(t, st.Pause(ctx, l.Key, time.Hour))
+				assert.Equal(t, "paused", denied(t, st.Acquire(ctx, "h2", 1, time.Minute, []Limit{l})).Reason)
+			})
+		})
+	}
 }
