@@ -77,13 +77,24 @@ func (d dialect) insertKey() string {
 	return d.Rebind(`INSERT INTO ` + KeysTable + ` (name) VALUES (?) ON CONFLICT (name) DO NOTHING`)
 }
 
-// lockKey locks a key's row for the transaction (SQLite's transactions
-// are IMMEDIATE: they hold the file's write lock already).
+// forUpdate ends a SELECT that locks the rows it reads for the
+// transaction, and reads their latest committed version whatever the
+// transaction's isolation level. SQLite has none: its transactions are
+// IMMEDIATE and hold the file's write lock already.
+func (d dialect) forUpdate() string {
+	if d == sqliteDialect {
+		return ""
+	}
+	return ` FOR UPDATE`
+}
+
+// lockKey locks a key's row for the transaction ("" on SQLite, where the
+// transaction holds the file).
 func (d dialect) lockKey() string {
 	if d == sqliteDialect {
 		return ""
 	}
-	return d.Rebind(`SELECT name FROM ` + KeysTable + ` WHERE name = ? FOR UPDATE`)
+	return d.Rebind(`SELECT name FROM ` + KeysTable + ` WHERE name = ?` + d.forUpdate())
 }
 
 func (d dialect) createSQL() []string {
@@ -197,13 +208,19 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // first of them and the time between two. It takes nothing of the rate
 // itself (the sends do, when they start); it only spreads the mails that
 // wait, so that they come due at the pace the rate lets them out.
+//
+// It locks the key's row in q's transaction until that ends, before it
+// reads how far the turns run: two claims at once hand out turns one
+// after the other, never the same ones twice, and never behind those of a
+// claim that is rolled back. A claim that schedules several keys should
+// take them in one order (by key), as Acquire does.
 func (s *Store) Schedule(ctx context.Context, q querier, l Limit, n int) (first, step time.Duration, err error) {
 	if l.Rate.Off() || n <= 0 {
 		return 0, 0, nil
 	}
 	var k keyState
 	var sched int64
-	stmt := s.d.Rebind(`SELECT tat, sched, paused_until, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?`)
+	stmt := s.d.Rebind(`SELECT tat, sched, paused_until, ` + s.d.now() + ` FROM ` + KeysTable + ` WHERE name = ?` + s.d.forUpdate())
 	if err := q.QueryRowContext(ctx, stmt, l.Key).Scan(&k.tat, &sched, &k.pausedUntil, &k.now); err != nil {
 		return 0, 0, fmt.Errorf("throttle: scheduling %s: %w", l.Key, err)
 	}

@@ -346,6 +346,74 @@ func TestBadLimits(t *testing.T) {
 	assert.ErrorContains(t, err, "unknown store")
 }
 
+// Two claims that give mail back at once: the second claim's Schedule
+// waits for the first to end and hands out the turns after those the
+// first committed. It read sched without the key's lock: in READ
+// COMMITTED both claims were promised the same turns, and in READ
+// UNCOMMITTED (the level of the queue's claims on MariaDB) the second
+// read the first's turns before that claim had committed, and kept
+// behind them after it rolled back.
+func TestScheduleTwoClaimsAtOnceGetTheirOwnTurns(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		if s.name == "sqlite" {
+			t.Skip("SQLite's IMMEDIATE transactions serialize the claims: two cannot schedule at once")
+		}
+		ctx := context.Background()
+		st := openStore(t, s.db)
+		levels := []*sql.TxOptions{st.txOptions()}
+		if s.name == "mariadb" {
+			levels = append(levels, &sql.TxOptions{Isolation: sql.LevelReadUncommitted})
+		}
+		key := 0
+		for _, opts := range levels {
+			for _, commit := range []bool{true, false} {
+				name := opts.Isolation.String() + "/first-commits"
+				if !commit {
+					name = opts.Isolation.String() + "/first-rolls-back"
+				}
+				t.Run(name, func(t *testing.T) {
+					key++
+					l := Limit{Key: fmt.Sprintf("domain:sched%d.example", key), Rate: Rate{N: 6, Per: time.Hour}} // one turn per 10 min
+					_, _, err := st.Available(ctx, s.db, l, 0)
+					require.NoError(t, err)
+					tx1, err := s.db.BeginTx(ctx, opts)
+					require.NoError(t, err)
+					defer tx1.Rollback() //nolint:errcheck // a no-op after Commit
+					tx2, err := s.db.BeginTx(ctx, opts)
+					require.NoError(t, err)
+					defer tx2.Rollback() //nolint:errcheck // a no-op after Commit
+					first1, _, err := st.Schedule(ctx, tx1, l, 3)
+					require.NoError(t, err)
+					type res struct {
+						first time.Duration
+						err   error
+					}
+					done := make(chan res, 1)
+					go func() { f, _, err := st.Schedule(ctx, tx2, l, 3); done <- res{f, err} }()
+					// Only lets the second claim reach its statement: with
+					// the key locked it waits for the first to end whatever
+					// the timing, and the checks below do not depend on it.
+					time.Sleep(300 * time.Millisecond)
+					if commit {
+						require.NoError(t, tx1.Commit())
+					} else {
+						require.NoError(t, tx1.Rollback())
+					}
+					r := <-done
+					require.NoError(t, r.err)
+					require.NoError(t, tx2.Commit())
+					if commit {
+						assert.GreaterOrEqual(t, r.first, first1+25*time.Minute,
+							"the second claim was promised turns from %v, the first claim's three turns run from %v: the same turns promised twice", r.first, first1)
+					} else {
+						assert.Less(t, r.first, 5*time.Minute, "the second claim waits behind the turns of a claim that rolled back")
+					}
+				})
+			}
+		}
+	})
+}
+
 // A table of an earlier version, made before the sched column or before
 // the paused_until column, gets the columns it lacks from Migrate.
 func TestMigrateAddsLaterColumns(t *testing.T) {
