@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -269,7 +270,10 @@ func (p *Policy) screen(ctx context.Context, tx queue.DBTX, addrs []string) ([]t
 	// The mails beyond a rate's budget are given the rate's next free
 	// turns after those already handed out (Store.Schedule), so that they
 	// come due one at a time, at the rate, instead of all together to be
-	// given back again.
+	// given back again. Schedule locks each key until the claim ends: in
+	// the order of their keys, as Acquire takes them, so that two claims
+	// never wait for each other's.
+	slices.SortFunc(order, func(a, b *budget) int { return strings.Compare(a.limit.Key, b.limit.Key) })
 	for _, b := range order {
 		if b.extra == 0 || b.limit.Rate.Off() {
 			continue

@@ -414,6 +414,52 @@ func TestScheduleTwoClaimsAtOnceGetTheirOwnTurns(t *testing.T) {
 	})
 }
 
+// Two claims that give back mail of the same two keys, met in opposite
+// orders, at once: each schedules the keys in key order, as Acquire takes
+// them, so neither holds one key's lock while it waits for the other's
+// (in the order met, most rounds ended in a deadlock, one claim failing).
+// The rounds only make the two claims meet: with the keys in one order
+// no interleaving deadlocks.
+func TestScreenTwoClaimsInOppositeOrdersDoNotDeadlock(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		if s.name == "sqlite" {
+			t.Skip("SQLite's IMMEDIATE transactions serialize the claims: two cannot hold a key each")
+		}
+		ctx := context.Background()
+		st := openStore(t, s.db)
+		p := &Policy{Lane: "default", Store: st, Groups: []Group{
+			{Name: "a", Match: []string{"a.example"}, Rate: Rate{N: 1, Per: time.Hour}},
+			{Name: "b", Match: []string{"b.example"}, Rate: Rate{N: 1, Per: time.Hour}},
+		}}
+		_, err := p.Throttle()
+		require.NoError(t, err)
+		claims := [][]string{
+			{"u@a.example", "v@a.example", "u@b.example", "v@b.example"},
+			{"u@b.example", "v@b.example", "u@a.example", "v@a.example"},
+		}
+		for range 20 {
+			var wg sync.WaitGroup
+			for _, addrs := range claims {
+				wg.Go(func() {
+					tx, err := s.db.BeginTx(ctx, st.txOptions())
+					if !assert.NoError(t, err) {
+						return
+					}
+					defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+					_, err = p.screen(ctx, tx, addrs)
+					if assert.NoError(t, err, "a claim of %v", addrs) {
+						assert.NoError(t, tx.Commit())
+					}
+				})
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+		}
+	})
+}
+
 // A table of an earlier version, made before the sched column or before
 // the paused_until column, gets the columns it lacks from Migrate.
 func TestMigrateAddsLaterColumns(t *testing.T) {
