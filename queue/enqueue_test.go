@@ -165,6 +165,33 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 	})
 }
 
+// TestRefusedBodyKeepsTheCallersTransaction: a body with a NUL (which
+// PostgreSQL's text refuses) is refused as invalid before anything is
+// written, so the application's own write in the same transaction still
+// commits. Before, on PostgreSQL the failed INSERT aborted the whole
+// transaction, and the business write was lost at its commit.
+func TestRefusedBodyKeepsTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		q := newQueue(t, s.db, Lane{}, nil)
+		_, err := s.db.Exec(`CREATE TABLE business (x INTEGER)`)
+		require.NoError(t, err)
+		tx, err := s.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+		_, err = tx.Exec(`INSERT INTO business (x) VALUES (1)`)
+		require.NoError(t, err)
+		m := testMessage("nul@example.com")
+		m.Text = "before\x00after"
+		_, err = q.Enqueue(ctx, tx, m)
+		require.ErrorIs(t, err, transport.ErrInvalidMessage)
+		require.NoError(t, tx.Commit(), "the caller's transaction survives a refused enqueue")
+		assert.Equal(t, 1, countRows(t, s.db, "business", "x = 1"))
+		assert.Equal(t, 0, countRows(t, s.db, q.table, "1=1"))
+	})
+}
+
 func TestEnqueueErrorInsideCommittedTxLeavesNothing(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s store) {

@@ -111,7 +111,7 @@ func (m *Message) Size() int {
 // control character in an address or name, a format character (Unicode
 // category Cf) in an address, CR, LF or NUL in any header value
 // or name (header injection), an invalid, reserved or repeated header name, invalid
-// UTF-8, neither a text nor an HTML body, or a size over the limits above.
+// UTF-8, NUL in a body, neither a text nor an HTML body, or a size over the limits above.
 // The returned error is a [*ValidationError] that matches [ErrInvalidMessage].
 func (m *Message) Validate() error {
 	if m == nil {
@@ -140,11 +140,11 @@ func (m *Message) Validate() error {
 	if m.Text == "" && m.HTML == "" {
 		return &ValidationError{Field: "body", Reason: "neither text nor html is set"}
 	}
-	if !utf8.ValidString(m.Text) {
-		return &ValidationError{Field: "text", Reason: "is not valid UTF-8"}
+	if reason := bodyProblem(m.Text); reason != "" {
+		return &ValidationError{Field: "text", Reason: reason}
 	}
-	if !utf8.ValidString(m.HTML) {
-		return &ValidationError{Field: "html", Reason: "is not valid UTF-8"}
+	if reason := bodyProblem(m.HTML); reason != "" {
+		return &ValidationError{Field: "html", Reason: reason}
 	}
 	if len(m.Headers) > MaxHeaders {
 		return &ValidationError{Field: "headers", Reason: fmt.Sprintf("%d extra headers, at most %d allowed", len(m.Headers), MaxHeaders)}
@@ -310,6 +310,20 @@ func domainProblem(domain string) string {
 }
 
 // headerValueProblem describes why s cannot be a header value, or returns "".
+// bodyProblem describes why s cannot be a text or HTML body, or returns
+// "": invalid UTF-8, or a NUL, which no mail body holds and PostgreSQL's
+// text refuses (and a refused INSERT aborts the application's whole
+// transaction there).
+func bodyProblem(s string) string {
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "contains NUL"
+	}
+	return ""
+}
+
 func headerValueProblem(s string) string {
 	if strings.ContainsAny(s, "\r\n\x00") {
 		return "contains CR, LF or NUL"

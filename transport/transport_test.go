@@ -35,6 +35,9 @@ func TestValidate(t *testing.T) {
 		{"to.address", func(m *Message) { m.To.Address = "Eve <eve@example.com>" }},
 		{"to.address", func(m *Message) { m.To.Address = "a@example.com\r\nRCPT TO:<b@example.com>" }},
 		{"to.name", func(m *Message) { m.To.Name = "Eve\r\nBcc: all@example.com" }},
+		// NUL in a body: no mail holds one, and PostgreSQL refuses it.
+		{"text", func(m *Message) { m.Text = "before\x00after" }},
+		{"html", func(m *Message) { m.HTML = "<p>\x00</p>" }},
 		{"reply_to.address", func(m *Message) { m.ReplyTo.Address = "@" }},
 		// Bidirectional controls make an address or name display as
 		// something else than it is.
