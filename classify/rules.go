@@ -226,9 +226,10 @@ func ourAccount(r *replyFacts) bool {
 
 // authText matches replies that ask for authentication or reject our
 // credentials, or say SMTP is not enabled for our account (NetEase's "550
-// User has no permission"). It avoids the receiver's SPF/DKIM/DMARC wording ("the sender
+// User has no permission", Exchange's "Client does not have permissions to
+// submit to this server"). It avoids the receiver's SPF/DKIM/DMARC wording ("the sender
 // is unauthenticated", "fails to pass authentication checks").
-var authText = regexp.MustCompile(`authentication (is )?required|must authenticate|not authenticated|authentication (failed|failure|unsuccessful|credentials invalid)|fail(ed)? authentication|invalid login|login fail|unauthenticated (senders|mail) not allowed|smtp authentication|authori[sz]ation required|\bauth error\b|smtpclientauthentication|user has no permission`)
+var authText = regexp.MustCompile(`authentication (is )?required|must authenticate|not authenticated|authentication (failed|failure|unsuccessful|credentials invalid)|fail(ed)? authentication|invalid login|login fail|unauthenticated (senders|mail) not allowed|smtp authentication|authori[sz]ation required|\bauth error\b|smtpclientauthentication|user has no permission|permissions? to submit`)
 
 // authFailure reports whether a 5xx reply asks for authentication or
 // rejects our credentials (RFC 4954 codes 530, 534, 535, 538; RFC 5248
@@ -306,6 +307,9 @@ var recipientState = regexp.MustCompile(`\b(account|mailbox|user|recipient|addre
 // mailbox is disabled or suspended (x.2.1, x.7.13 from a receiving server,
 // or the words).
 func recipientDisabled(r *replyFacts) bool {
+	if rateText.MatchString(r.low) {
+		return false // a mailbox receiving too fast (Gmail's 550 5.2.1) is busy, not disabled
+	}
 	return r.enh.is(2, 1) || r.enh.is(7, 13) || recipientState.MatchString(r.low)
 }
 
@@ -327,7 +331,7 @@ var temporaryQuota = regexp.MustCompile(`temp|try again|later`)
 
 // transientText matches 5xx texts that describe rate or frequency limits or
 // say the condition is temporary.
-var transientText = regexp.MustCompile(`too many|throttl|try (again )?later|temporar|rate[ -]?limit|\brate\b.{0,20}\bexceeded|\bfrequency\b|(try again|retry) (in|after) \d`)
+var transientText = regexp.MustCompile(`too many|throttl|try (again )?later|temporar|rate[ -]?limit|\brate\b.{0,20}\bexceeded|\bfrequency\b|(try again|retry) (in|after) \d|receiving mail (at a rate|too quickly)`)
 
 // passing reports a 5xx about a rate or a condition that passes. A mail
 // loop ("too many hops") does not pass.
@@ -337,4 +341,4 @@ func passing(r *replyFacts) bool {
 
 // recipientText matches replies that name the recipient: its address, its
 // mailbox, its user.
-var recipientText = regexp.MustCompile(`recipient (temporarily )?(address|mailbox|account|user|unknown|not found|rejected|invalid|unavailable|unallocated|does not exist|inactive|disabled|blocked|overquota)|recipient'?s (address|mailbox|account)|(invalid|unknown|bad|no such) (recipient|user|address|mailbox)|mailbox|addressee|\buser\b|account that you tried|(does|dos) ?n[o']t (exist|have)|not exist|\brcpt\b|address rejected|not our customer|no valid recipients?|unroute?able address|not a valid (e-?mail )?address|address (could not be|not) found|invalid-recipient|no-domain|block-rcpt`)
+var recipientText = regexp.MustCompile(`recipient (temporarily )?(address|mailbox|account|user|unknown|not found|rejected|invalid|unavailable|unallocated|does not exist|inactive|disabled|blocked|overquota)|recipient'?s (address|mailbox|account)|(invalid|unknown|bad|no such) (recipient|user|address|mailbox)|mailbox|addressee|\buser (unknown|not found|not known|does ?n[o']t exist|is unknown|account (is )?(invalid|unknown))|account that you tried|(does|dos) ?n[o']t exist|(does|dos) ?n[o']t have (a|an) (mailbox|account)|not exist|address rejected|not our customer|no valid recipients?|unroute?able address|not a valid (e-?mail )?address|address (could not be|not) found|invalid-recipient|no-domain|block-rcpt`)

@@ -712,6 +712,31 @@ var scopedReplies = []scopedReply{
 	{"554 5.7.1 Delivery not authorized",
 		"http://kb.mit.edu/confluence/pages/viewpage.action?pageId=151108368 (MIT, Symantec Brightmail)",
 		temporary, transient, Session{}},
+	// Refusals of our sender, our relay account or the protocol's order
+	// that name a user, a recipient command or "does not have": none is
+	// evidence about the recipient, and each once failed the mail and
+	// suppressed a good address.
+	{"550 5.7.1 The user or domain that you are sending to (or from) has a policy that prohibited the mail that you sent. Please contact your domain administrator for further details.",
+		"https://support.google.com/a/answer/3726730 (Gmail SMTP errors and codes)",
+		temporary, sender, Session{Command: "RCPT"}},
+	{"550 5.7.1 Client does not have permissions to submit to this server",
+		"Exchange Server receive connector, SmtpResponse.SubmitDenied",
+		connection, lane, Session{Relay: true, Command: "RCPT"}},
+	{"550 5.7.1 Client does not have permissions to send on behalf of the from address",
+		"Exchange Server, send-on-behalf denied",
+		temporary, sender, Session{Relay: true, Command: "DATA"}},
+	{"550 5.2.1 The user you are trying to contact is receiving mail at a rate that prevents additional messages from being delivered.",
+		"https://support.google.com/a/answer/3726730 (Gmail SMTP errors and codes)",
+		temporary, transient, Session{Command: "RCPT"}},
+	{"503 5.5.1 RCPT first.",
+		"https://support.google.com/a/answer/3726730 (Gmail SMTP errors and codes)",
+		temporary, transient, Session{Command: "DATA"}},
+	{"503 5.5.1 Error: need RCPT command",
+		"Postfix smtpd",
+		temporary, transient, Session{Command: "DATA"}},
+	{"503 valid RCPT command must precede DATA",
+		"Exim",
+		temporary, transient, Session{Command: "DATA"}},
 }
 
 func TestScopedReplies(t *testing.T) {

@@ -134,6 +134,12 @@ func TestReplies(t *testing.T) {
 		// A relay's words about our account, at RCPT TO.
 		{"554 rcpt relay account", atRcpt, "554 5.7.1 Account restricted, contact support", transport.Temporary, 554, "5.7.1", "Account restricted", 1, transport.ScopeSender},
 		{"452 rcpt", atRcpt, "452 4.2.2 Mailbox over quota", transport.Temporary, 452, "4.2.2", "Mailbox over quota", 1, transport.ScopeRecipient},
+		// A relay (Exchange, Google Workspace) refusing our account or
+		// our sender, in words that name a user or "does not have":
+		// never about the recipient, whose address would be suppressed.
+		{"550 rcpt submit denied", atRcpt, "550 5.7.1 Client does not have permissions to submit to this server", transport.Connection, 550, "5.7.1", "permissions to submit", 1, transport.ScopeLane},
+		{"550 rcpt domain policy", atRcpt, "550 5.7.1 The user or domain that you are sending to (or from) has a policy that prohibited the mail that you sent.", transport.Temporary, 550, "5.7.1", "has a policy", 1, transport.ScopeSender},
+		{"550 after data send on behalf", afterData, "550 5.7.1 Client does not have permissions to send on behalf of the from address", transport.Temporary, 550, "5.7.1", "send on behalf", 1, transport.ScopeSender},
 		{"554 after data", afterData, "554 5.7.1 Message rejected as spam", transport.Permanent, 554, "5.7.1", "Message rejected as spam", 1, transport.ScopeMessage},
 		{"451 after data", afterData, "451 4.7.1 Greylisted, try again in 5 minutes", transport.Temporary, 451, "4.7.1", "Greylisted, try again in 5 minutes", 1, transport.ScopeTransient},
 	} {
