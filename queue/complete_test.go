@@ -2,9 +2,11 @@ package queue
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -71,6 +73,50 @@ func TestCompleteWritesEachRowItsOwnState(t *testing.T) {
 			assert.Equal(t, want, r, "row %d", u.id)
 			assert.Equal(t, u.sentAt, sentAt, "row %d sent_at", u.id)
 			assert.Equal(t, u.lastRule, rule, "row %d last_rule", u.id)
+		}
+	})
+}
+
+// TestProviderIDIsRecordedWhateverItsShape: a transport's message id is
+// written to an ASCII column of 255 bytes. One longer or not ASCII (a
+// third-party adapter, an unexpected X-Message-Id) is stored cut and with
+// "?" for what the column cannot hold, and the outcomes of the batch are
+// written; before, MySQL refused the value and with it the outcome write
+// of every mail of the batch, which was then rescued and sent again.
+func TestProviderIDIsRecordedWhateverItsShape(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store) {
+		ctx := context.Background()
+		clock := newManualClock()
+		q := newQueue(t, s.db, Lane{}, clock)
+		var ids []int64
+		for _, to := range []string{"a@example.com", "b@example.com", "c@example.com"} {
+			id, err := q.Enqueue(ctx, s.db, testMessage(to))
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		jobs, err := q.claim(ctx, "w.1", 10, time.Minute, nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 3)
+		pids := map[int64]string{jobs[0].id: "ok-id-1", jobs[1].id: "id-" + strings.Repeat("x", 300), jobs[2].id: "idé-ü"}
+		var ups []rowUpdate
+		for _, j := range jobs {
+			ups = append(ups, q.lane.Retry.next(j, event{kind: evAnswered, send: sendResult{receipt: transport.Receipt{MessageID: pids[j.id]}, kind: transport.Sent}}, clock.Now()))
+		}
+		n, err := q.complete(ctx, "w.1", ups)
+		require.NoError(t, err, "the sends happened: their outcomes must be recorded")
+		assert.Equal(t, 3, n)
+		for _, id := range ids {
+			r, err := q.Row(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, "sent", r.Status)
+			switch pids[id] {
+			case "ok-id-1":
+				assert.Equal(t, "ok-id-1", r.ProviderID)
+			case "idé-ü":
+				assert.Equal(t, "id??-??", r.ProviderID)
+			default:
+				assert.Len(t, r.ProviderID, 255)
+			}
 		}
 	})
 }

@@ -80,17 +80,26 @@ const maxLastScope = 16
 // maxMember is the size of the member column.
 const maxMember = 64
 
-// memberName is a composite member's name fit for the member column:
-// printable ASCII (anything else as "?"), at most maxMember bytes.
-func memberName(name string) string {
-	b := []byte(name)
+// maxProviderID is the size of the provider_id column.
+const maxProviderID = 255
+
+// memberName is a composite member's name fit for the member column.
+func memberName(name string) string { return asciiColumn(name, maxMember) }
+
+// asciiColumn is s fit for an ASCII column of n bytes: printable ASCII
+// (anything else as "?"), at most n bytes. What a transport returns is
+// written so (a member's name, a provider's message id): MySQL refuses a
+// value too long or not ASCII for such a column, and the refusal would
+// fail the outcome write of every mail sent beside it.
+func asciiColumn(s string, n int) string {
+	b := []byte(s)
 	for i, c := range b {
 		if c < 0x20 || c > 0x7e {
 			b[i] = '?'
 		}
 	}
-	if len(b) > maxMember {
-		b = b[:maxMember]
+	if len(b) > n {
+		b = b[:n]
 	}
 	return string(b)
 }
@@ -225,7 +234,7 @@ func (p RetryPolicy) outcome(j *job, r sendResult, now time.Time) rowUpdate {
 	u := rowUpdate{id: j.id, attempts: j.attempts, crashes: j.crashes, maybeDelivered: j.maybeDelivered, hasOutcome: true, lastKind: r.kind.String()}
 	nowMS := now.UnixMilli()
 	if r.err == nil {
-		u.status, u.nextRun, u.sentAt, u.providerID = StatusSent, nowMS, nowMS, r.receipt.MessageID
+		u.status, u.nextRun, u.sentAt, u.providerID = StatusSent, nowMS, nowMS, asciiColumn(r.receipt.MessageID, maxProviderID)
 		u.member = memberName(r.receipt.Member)
 		return u
 	}
