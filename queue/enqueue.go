@@ -103,7 +103,9 @@ func Priority(n int) Option {
 // later Enqueue with the same key returns the first row's id and queues
 // nothing (nor counts against the rate limits). Keys are compared as
 // written (case matters on every store); a key with a control or format
-// character is refused.
+// character, or ending in a space, is refused (MySQL's collations compare
+// "order-1 " equal to "order-1", so the second would be taken for a
+// duplicate and never queued).
 func IdempotencyKey(key string) Option {
 	return func(o *enqueueOptions) error {
 		if key == "" || len(key) > 191 {
@@ -111,6 +113,9 @@ func IdempotencyKey(key string) Option {
 		}
 		if reason := controlProblem(key); reason != "" {
 			return &InvalidError{Reason: "idempotency key " + reason}
+		}
+		if strings.HasSuffix(key, " ") {
+			return &InvalidError{Reason: fmt.Sprintf("idempotency key %q ends in a space, which MySQL does not tell apart from the key without it", key)}
 		}
 		o.idemKey = key
 		return nil

@@ -153,6 +153,9 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 			{"priority above the range", testMessage("eve@example.com"), []Option{Priority(10)}, "priority 10 out of range 0..9"},
 			{"negative priority", testMessage("eve@example.com"), []Option{Priority(-1)}, "priority -1 out of range"},
 			{"deadline in the past", testMessage("eve@example.com"), []Option{NotAfter(time.Now().Add(-time.Hour))}, "not-after"},
+			// MySQL compares "order-1 " equal to "order-1": the second
+			// would be taken for a duplicate there and never queued.
+			{"idempotency key ending in a space", testMessage("eve@example.com"), []Option{IdempotencyKey("order-1 ")}, "ends in a space"},
 		}
 		for _, c := range cases {
 			_, err := q.Enqueue(ctx, s.db, c.msg, c.opts...)
