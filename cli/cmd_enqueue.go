@@ -231,14 +231,7 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 	fs.Var(&f.headers, "header", "extra header \"Name: value\" (repeatable)")
 	fs.StringVar(&m.Template, "template", "", "template name, kept for statistics")
 	fs.StringVar(&m.List, "list", "", "the mailing list of a bulk lane the mail belongs to (its unsubscribe link unsubscribes from that list only)")
-	fs.Func("max-attempts", "attempts before failing, 1..1000 (1 = single attempt); default the lane's", func(s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return fmt.Errorf("%q is not a whole number", s)
-		}
-		m.MaxAttempts = &n
-		return nil
-	})
+	optionalInt(fs, &m.MaxAttempts, "max-attempts", "attempts before failing, 1..1000 (1 = single attempt); default the lane's")
 	fs.StringVar(&m.NotAfter, "not-after", "", "drop the mail if not sent by this RFC 3339 time")
 	fs.StringVar(&m.Delay, "delay", "", "send no earlier than this long from now (e.g. 10m, 2d)")
 	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "queue at most once per key (compared as written)")
@@ -246,15 +239,22 @@ func enqueueFlagSet(e *env) (*flag.FlagSet, *enqueueFlags) {
 	fs.StringVar(&m.ClientIP, "client-ip", "", "client IP the lane's IP limit applies to")
 	fs.StringVar(&m.BypassSuppression, "bypass-suppression", "", "send even if the recipient is suppressed; the value says who and why, recorded in the audit trail (suppress bypasses)")
 	fs.Var(&f.attach, "attach", "attach FILE; FILE;type=T sets its content type (sniffed otherwise), FILE;inline=CID makes it an inline part the HTML shows as cid:CID (repeatable)")
-	fs.Func("priority", "0..9, claimed highest first within the lane (default 5)", func(s string) error {
+	optionalInt(fs, &m.Priority, "priority", "0..9, claimed highest first within the lane (default 5)")
+	return fs, f
+}
+
+// optionalInt defines a whole-number flag whose value is stored in *p
+// only when it is given, so that a value given out of range (0, -1) is
+// refused where it is checked rather than read as "not given".
+func optionalInt(fs *flag.FlagSet, p **int, name, usage string) {
+	fs.Func(name, usage, func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			return fmt.Errorf("%q is not a whole number", s)
 		}
-		m.Priority = &n
+		*p = &n
 		return nil
 	})
-	return fs, f
 }
 
 // specs returns the mails the command line gives: from --file, or the one
