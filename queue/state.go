@@ -29,6 +29,8 @@ import (
 //	           the claim; Lane.Screen)
 //	held      (suppressed, seen at the claim, Verdict.Hold set)        pending/retry "held" at now + Hold,
 //	                                                                   attempt given back
+//	                               now + Hold after NotAfter           ... at NotAfter instead
+//	                               NotAfter reached                    failed "expired", attempt given back
 //	released  (not sent: shutdown, breaker open)                       pending/retry at once (or when the
 //	                                                                   breaker closes), attempt given back
 //	unsendable (its stored attachments are missing)                    failed "unsendable", attempt given back
@@ -198,9 +200,20 @@ func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 	case evSuppressed:
 		return u.failed(kindSuppressed, "suppressed: the recipient is on the suppression list ("+ev.sup.Reason+" since "+ev.sup.Since.UTC().Format(time.RFC3339)+"); not sent")
 	case evHeld:
+		listed := "the recipient is on the suppression list (" + ev.sup.Reason + " since " + ev.sup.Since.UTC().Format(time.RFC3339) + ")"
+		if j.notAfter != 0 && nowMS >= j.notAfter {
+			// Not sent now, it could only be sent after its deadline.
+			return u.failed(kindExpired, "expired: held until the not-after deadline "+time.UnixMilli(j.notAfter).UTC().Format(time.RFC3339)+" passed: "+listed+"; not sent")
+		}
+		// Checked again Hold later, but no later than its deadline: the
+		// hold may end sooner (ReleaseHeld), and the check at the deadline
+		// expires a mail still held then.
 		u.status, u.nextRun = again, max(nowMS, ev.due)
+		if j.notAfter != 0 {
+			u.nextRun = min(u.nextRun, j.notAfter)
+		}
 		u.hasOutcome, u.lastKind, u.lastCode, u.lastRule, u.lastScope = true, KindHeld, 0, "", ""
-		u.lastError = textclip.Prefix("held: the recipient is on the suppression list ("+ev.sup.Reason+" since "+ev.sup.Since.UTC().Format(time.RFC3339)+"); waits until it is removed, checked again at "+time.UnixMilli(u.nextRun).UTC().Format(time.RFC3339), maxLastError)
+		u.lastError = textclip.Prefix("held: "+listed+"; waits until it is removed, checked again at "+time.UnixMilli(u.nextRun).UTC().Format(time.RFC3339), maxLastError)
 		return u
 	case evReleased:
 		u.status, u.nextRun = again, max(nowMS, ev.due)

@@ -200,3 +200,44 @@ func TestReleasedRowIsDueWhenItWasGivenBackFor(t *testing.T) {
 	assert.Equal(t, now.UnixMilli(), u.nextRun, "due at once")
 	assert.Equal(t, 2, u.attempts)
 }
+
+// TestHeldMailIsCheckedAgainNoLaterThanItsDeadline: a held mail is due
+// again Hold later, or at its not-after deadline when that comes first
+// (it may still be released before: ReleaseHeld), and fails as expired,
+// its attempt given back, when it is held at or after its deadline.
+func TestHeldMailIsCheckedAgainNoLaterThanItsDeadline(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	sup := Suppression{Reason: "complaint", Since: now.Add(-time.Hour)}
+	held := func(attempts int, notAfter time.Time) rowUpdate {
+		j := &job{id: 7, attempts: attempts, maxAttempts: 5}
+		if !notAfter.IsZero() {
+			j.notAfter = notAfter.UnixMilli()
+		}
+		return p.next(j, event{kind: evHeld, sup: sup, due: now.Add(time.Hour).UnixMilli()}, now)
+	}
+
+	u := held(1, time.Time{})
+	assert.Equal(t, StatusPending, u.status)
+	assert.Equal(t, now.Add(time.Hour).UnixMilli(), u.nextRun, "no deadline: checked again Hold later")
+	assert.Equal(t, KindHeld, u.lastKind)
+
+	u = held(1, now.Add(2*time.Hour))
+	assert.Equal(t, now.Add(time.Hour).UnixMilli(), u.nextRun, "the deadline is after the hold")
+
+	u = held(3, now.Add(30*time.Minute))
+	assert.Equal(t, StatusRetry, u.status)
+	assert.Equal(t, KindHeld, u.lastKind, "held while its deadline is ahead")
+	assert.Equal(t, now.Add(30*time.Minute).UnixMilli(), u.nextRun, "checked again at its deadline")
+	assert.Contains(t, u.lastError, "checked again at 2026-12-02T10:30:00Z")
+	assert.Equal(t, 2, u.attempts, "the attempt is given back")
+
+	for _, deadline := range []time.Time{now, now.Add(-time.Millisecond), now.Add(-3 * time.Hour)} {
+		u = held(3, deadline)
+		assert.Equal(t, StatusFailed, u.status, "deadline %v: it could only be sent after it", deadline)
+		assert.Equal(t, kindExpired, u.lastKind)
+		assert.Contains(t, u.lastError, "complaint")
+		assert.Equal(t, now.UnixMilli(), u.nextRun, "finished now")
+		assert.Equal(t, 2, u.attempts, "the attempt is given back")
+	}
+}

@@ -89,7 +89,8 @@ type Verdict struct {
 	// back to pending or retry (attempt given back) with last_kind "held",
 	// due again Hold later, when the list is checked again;
 	// Queue.ReleaseHeld makes it due at once. Its not-after deadline
-	// still ends it.
+	// still ends it: it is checked again at the deadline if that comes
+	// first, and one held at or after its deadline fails as expired.
 	Hold time.Duration
 }
 
