@@ -154,7 +154,18 @@ func (w *Worker) loadFiles(ctx context.Context, j *job) (rowUpdate, bool) {
 		return u, false
 	}
 	w.log.Warn("reading a mail's attachments failed; giving it back", "id", j.id, "err", err)
-	return w.q.lane.Retry.next(j, event{kind: evReleased, due: now.Add(minWriteBackoff * 10).UnixMilli()}, now), false
+	return w.giveBack(j, now.Add(minWriteBackoff*10).UnixMilli(), now), false
+}
+
+// giveBack is the next state of j, given back unsent and due again at due
+// (evReleased). One that would be due only after its not-after deadline
+// fails now as expired, which is observed as its outcome.
+func (w *Worker) giveBack(j *job, due int64, now time.Time) rowUpdate {
+	u := w.q.lane.Retry.next(j, event{kind: evReleased, due: due}, now)
+	if u.status == StatusFailed {
+		w.observeOutcome(j, u, u.lastKind, nil, false, 0)
+	}
+	return u
 }
 
 // collect records a batch's outcomes as its sends finish: the outcomes that
@@ -190,7 +201,7 @@ func (w *Worker) collect(token string, pending []rowUpdate, results <-chan rowUp
 		if sending == 0 && unsent != nil { // give them back with the last outcomes
 			at := w.q.clock.Now()
 			for _, j := range unsent {
-				pending = append(pending, w.q.lane.Retry.next(j, event{kind: evReleased, due: due}, at))
+				pending = append(pending, w.giveBack(j, due, at))
 			}
 			unsent = nil
 		}
@@ -257,7 +268,7 @@ func (w *Worker) send(ctx context.Context, j *job) rowUpdate {
 			wait = ThrottleRetry
 		}
 		now := w.q.clock.Now()
-		return w.q.lane.Retry.next(j, event{kind: evReleased, due: now.Add(wait).UnixMilli()}, now)
+		return w.giveBack(j, now.Add(wait).UnixMilli(), now)
 	}
 	if j.maybeDelivered {
 		ctx = transport.WithMaybeDelivered(ctx)

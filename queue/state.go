@@ -31,8 +31,10 @@ import (
 //	                                                                   attempt given back
 //	                               now + Hold after NotAfter           ... at NotAfter instead
 //	                               NotAfter reached                    failed "expired", attempt given back
-//	released  (not sent: shutdown, breaker open)                       pending/retry at once (or when the
-//	                                                                   breaker closes), attempt given back
+//	released  (not sent: shutdown, breaker open, send limits)          pending/retry at once (or when the
+//	                                                                   breaker closes, the limits allow),
+//	                                                                   attempt given back
+//	                               due again after NotAfter            failed "expired", attempt given back
 //	unsendable (its stored attachments are missing)                    failed "unsendable", attempt given back
 //	rescued   (the lease expired while sending)                        pending/retry at once, attempt given back,
 //	                                                                   a crash counted, maybe_delivered set
@@ -157,7 +159,7 @@ type eventKind int
 const (
 	evAnswered   eventKind = iota // the transport returned (send holds the result)
 	evLate                        // claimed after its NotAfter deadline: not sent
-	evReleased                    // given back unsent (shutdown, breaker open)
+	evReleased                    // given back unsent (shutdown, breaker open, send limits)
 	evRescued                     // its lease expired while sending
 	evUnsendable                  // not sent: what it needs is missing from the store
 	evSuppressed                  // its recipient is suppressed (seen at the claim): not sent
@@ -216,7 +218,12 @@ func (p RetryPolicy) next(j *job, ev event, now time.Time) rowUpdate {
 		u.lastError = textclip.Prefix("held: "+listed+"; waits until it is removed, checked again at "+time.UnixMilli(u.nextRun).UTC().Format(time.RFC3339), maxLastError)
 		return u
 	case evReleased:
-		u.status, u.nextRun = again, max(nowMS, ev.due)
+		due := max(nowMS, ev.due)
+		if j.notAfter != 0 && due > j.notAfter {
+			// Nothing makes it due sooner: it cannot be sent in time.
+			return u.failed(kindExpired, "expired: given back unsent, due again at "+time.UnixMilli(due).UTC().Format(time.RFC3339)+", after the not-after deadline "+time.UnixMilli(j.notAfter).UTC().Format(time.RFC3339))
+		}
+		u.status, u.nextRun = again, due
 		return u
 	case evUnsendable:
 		return u.failed(kindUnsendable, "unsendable: "+ev.why)

@@ -241,3 +241,35 @@ func TestHeldMailIsCheckedAgainNoLaterThanItsDeadline(t *testing.T) {
 		assert.Equal(t, 2, u.attempts, "the attempt is given back")
 	}
 }
+
+// TestReleasedMailDueAfterItsDeadlineExpires: a mail given back unsent
+// (send limits, an open breaker) that would be due again only after its
+// not-after deadline fails now as expired, as a retry after the deadline
+// does, instead of waiting past its deadline (or, given back at every
+// claim by a throttle, for ever).
+func TestReleasedMailDueAfterItsDeadlineExpires(t *testing.T) {
+	p := defaultPolicy(t)
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	released := func(due, notAfter time.Time) rowUpdate {
+		return p.next(&job{id: 7, attempts: 2, maxAttempts: 5, notAfter: notAfter.UnixMilli()}, event{kind: evReleased, due: due.UnixMilli()}, now)
+	}
+
+	u := released(now.Add(4*time.Minute), now.Add(time.Hour))
+	assert.Equal(t, StatusRetry, u.status, "due before its deadline")
+	assert.Equal(t, now.Add(4*time.Minute).UnixMilli(), u.nextRun)
+	assert.False(t, u.hasOutcome)
+
+	u = released(now.Add(time.Hour), now.Add(time.Hour))
+	assert.Equal(t, StatusRetry, u.status, "due at its deadline: it may still be sent")
+
+	u = released(now.Add(time.Hour+time.Millisecond), now.Add(time.Hour))
+	assert.Equal(t, StatusFailed, u.status, "due only after its deadline")
+	assert.Equal(t, kindExpired, u.lastKind)
+	assert.Contains(t, u.lastError, "not-after deadline 2026-12-02T11:00:00Z")
+	assert.Equal(t, now.UnixMilli(), u.nextRun, "finished now")
+	assert.Equal(t, 1, u.attempts, "the attempt is given back")
+
+	u = released(now, now.Add(-time.Second))
+	assert.Equal(t, StatusFailed, u.status, "given back at once, but the deadline has passed")
+	assert.Equal(t, kindExpired, u.lastKind)
+}
