@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -86,6 +87,19 @@ func (q *Queue) CountOld(ctx context.Context, r Retention) (int64, error) {
 	return n, nil
 }
 
+// cleanupBatch deletes up to batch rows in status that finished before
+// cutoff, with their attachments and (SQLite) their bodies, and returns how
+// many it deleted.
+//
+// The candidates are read first without a lock. In the transaction that
+// deletes them, the rows are taken under their lock and checked again
+// (status and cutoff), and the files and bodies deleted are exactly those
+// of the rows deleted: a row an operator's Retry took back to pending
+// meanwhile keeps everything it needs to be sent. On PostgreSQL and SQLite
+// the rows' DELETE names them (RETURNING); on MySQL a SELECT ... FOR UPDATE
+// locks them first. (A subselect in the files' DELETE would not do: on
+// PostgreSQL it takes no lock, so a Retry committing between it and the
+// rows' DELETE kept its row and lost its files.)
 func (q *Queue) cleanupBatch(ctx context.Context, status int, cutoff int64, batch int) (int64, error) {
 	rows, err := q.db.QueryContext(ctx, q.d.bounded(`SELECT id FROM `+q.table+` WHERE status = ? AND next_run < ? ORDER BY next_run LIMIT ?`), status, cutoff, batch)
 	if err != nil {
@@ -104,24 +118,96 @@ func (q *Queue) cleanupBatch(ctx context.Context, status int, cutoff int64, batc
 	if err := rows.Err(); err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	var n int64
-	err = q.write(ctx, func(db execer) error {
-		if q.d.sqlite {
-			// The rows' bodies first, while the rows still name them.
-			if _, err := db.ExecContext(ctx, `DELETE FROM `+q.bodies+` WHERE id IN (SELECT body_id FROM `+q.table+` WHERE id IN (`+placeholders(len(ids))+`) AND status = ? AND body_id <> 0)`, append(ids, status)...); err != nil {
-				return fmt.Errorf("queue: cleanup of mail bodies: %w", err)
-			}
+
+	tx, done, err := q.beginWrite(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("queue: cleanup: begin: %w", err)
+	}
+	defer done()
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	deleted, err := q.deleteOld(ctx, tx, ids, status, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	var withFiles, bodies []any
+	for _, d := range deleted {
+		if d.files > 0 {
+			withFiles = append(withFiles, d.id)
 		}
-		// The attachments too, of the rows that are still in this status.
-		if _, err := db.ExecContext(ctx, q.d.bounded(`DELETE FROM `+q.files+` WHERE mail_id IN (SELECT id FROM `+q.table+` WHERE id IN (`+placeholders(len(ids))+`) AND status = ? AND attachments > 0)`), append(ids, status)...); err != nil {
-			return fmt.Errorf("queue: cleanup of attachments: %w", err)
+		if d.body != 0 {
+			bodies = append(bodies, d.body)
 		}
-		res, err := db.ExecContext(ctx, q.d.bounded(`DELETE FROM `+q.table+` WHERE id IN (`+placeholders(len(ids))+`) AND status = ?`), append(ids, status)...)
+	}
+	if len(bodies) > 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+q.bodies+` WHERE id IN (`+placeholders(len(bodies))+`)`, bodies...); err != nil {
+			return 0, fmt.Errorf("queue: cleanup of mail bodies: %w", err)
+		}
+	}
+	if len(withFiles) > 0 {
+		if _, err := tx.ExecContext(ctx, q.d.bounded(`DELETE FROM `+q.files+` WHERE mail_id IN (`+placeholders(len(withFiles))+`)`), withFiles...); err != nil {
+			return 0, fmt.Errorf("queue: cleanup of attachments: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("queue: cleanup: commit: %w", err)
+	}
+	return int64(len(deleted)), nil
+}
+
+// oldRow is a row cleanupBatch deleted: its id, its count of files and
+// (SQLite) the id of its bodies, 0 when they are inline.
+type oldRow struct {
+	id, body int64
+	files    int
+}
+
+// deleteOld deletes, in tx, those of ids that are still in status and
+// finished before cutoff, and returns them.
+func (q *Queue) deleteOld(ctx context.Context, tx *sql.Tx, ids []any, status int, cutoff int64) ([]oldRow, error) {
+	cols, cond := `id, attachments, 0`, ` WHERE id IN (`+placeholders(len(ids))+`) AND status = ? AND next_run < ?`
+	if q.d.sqlite {
+		cols = `id, attachments, body_id`
+	}
+	args := append(ids[:len(ids):len(ids)], status, cutoff)
+	if q.d.sqlite || q.d.postgres {
+		rows, err := tx.QueryContext(ctx, q.d.bounded(`DELETE FROM `+q.table+cond+` RETURNING `+cols), args...)
 		if err != nil {
-			return fmt.Errorf("queue: cleanup: %w", err)
+			return nil, fmt.Errorf("queue: cleanup: %w", err)
 		}
-		n, _ = res.RowsAffected()
-		return nil
-	})
-	return n, err
+		return scanOld(rows)
+	}
+	// MySQL has no DELETE ... RETURNING: the rows are locked and read
+	// first, then deleted by id (their lock keeps them as they were read).
+	rows, err := tx.QueryContext(ctx, q.d.bounded(`SELECT `+cols+` FROM `+q.table+cond+` FOR UPDATE`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("queue: cleanup: %w", err)
+	}
+	old, err := scanOld(rows)
+	if err != nil || len(old) == 0 {
+		return nil, err
+	}
+	locked := make([]any, len(old))
+	for i, o := range old {
+		locked[i] = o.id
+	}
+	if _, err := tx.ExecContext(ctx, q.d.bounded(`DELETE FROM `+q.table+` WHERE id IN (`+placeholders(len(locked))+`)`), locked...); err != nil {
+		return nil, fmt.Errorf("queue: cleanup: %w", err)
+	}
+	return old, nil
+}
+
+func scanOld(rows *sql.Rows) ([]oldRow, error) {
+	defer rows.Close()
+	var old []oldRow
+	for rows.Next() {
+		var o oldRow
+		if err := rows.Scan(&o.id, &o.files, &o.body); err != nil {
+			return nil, fmt.Errorf("queue: cleanup: %w", err)
+		}
+		old = append(old, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue: cleanup: %w", err)
+	}
+	return old, nil
 }
