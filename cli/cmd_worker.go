@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -64,7 +65,15 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 			lanes[i].Worker.MaxMessages = *maxMessages
 		}
 	}
-	return config.Run(ctx, db, lanes, &config.RunOptions{Transports: e.transports(), Logger: log, AdminListen: cfg.AdminListen, StatusPage: cfg.StatusPage, Alerts: cfg.Alerts})
+	err = config.Run(ctx, db, lanes, &config.RunOptions{Transports: e.transports(), Logger: log, AdminListen: cfg.AdminListen, StatusPage: cfg.StatusPage, Alerts: cfg.Alerts})
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// SIGTERM while starting (checking the schema, opening the
+		// transports): nothing was claimed, so this is a clean stop, not
+		// a failure for the supervisor to count.
+		log.Info("stopped while starting", "reason", err)
+		return nil
+	}
+	return err
 }
 
 // secondsAttr writes a duration of a JSON log line as seconds, a number,

@@ -695,6 +695,9 @@ func CheckSchema(ctx context.Context, db *sql.DB, table string) error {
 	if errors.Is(err, errCaseOnly) {
 		return err
 	}
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("queue: checking the schema of %s: %w", table, ctx.Err()) // stopped, not missing
+	}
 	if err != nil {
 		// Most likely mailspool_schema does not exist yet.
 		return fmt.Errorf("queue: table %s has no schema version (run 'mailspool migrate'): %w", table, err)

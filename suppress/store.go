@@ -146,6 +146,9 @@ func CheckSchema(ctx context.Context, db *sql.DB) error {
 	// any of them is told about that one.
 	for _, t := range []struct{ table, cols string }{{Table, entryColumns}, {BypassTable, `lane, mail_id, address, reason, why, created_at`}} {
 		rows, err := db.QueryContext(ctx, `SELECT `+t.cols+` FROM `+t.table+` WHERE 1 = 0`)
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("suppress: checking the table %s: %w", t.table, ctx.Err()) // stopped, not missing
+		}
 		if err != nil {
 			return fmt.Errorf("suppress: the suppression list's table %s is missing or incomplete: run 'mailspool migrate' (%v)", t.table, err)
 		}
