@@ -57,7 +57,7 @@ func Listen(addr string, handler http.Handler) (*Server, error) {
 		return nil, fmt.Errorf("admin: listen on %s: %w", addr, err)
 	}
 	s := &Server{
-		srv:  &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second},
+		srv:  &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute},
 		ln:   ln,
 		done: make(chan error, 1),
 	}
