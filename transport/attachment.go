@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"mime"
+	"net/mail"
 	"net/url"
 	"strconv"
 	"strings"
@@ -58,29 +59,270 @@ func (a *Attachment) ContentTypeOrDefault() string {
 	return a.ContentType
 }
 
-// attachmentHeaderSize is what [Message.EncodedSize] counts for the MIME
-// header and boundary of one part, besides its file name.
-const attachmentHeaderSize = 300
-
 // EncodedSize is the size in bytes of m once encoded as MIME: its header,
 // its bodies in quoted-printable, and each attachment in base64 with its
-// line breaks and part header. It is an upper estimate within a few hundred
-// bytes of what an adapter writes; the lane's size limit and the
-// providers' limits (Amazon SES v2: 40 MB, SendGrid: 30 MB) are on this
-// size, not on the size of the files.
+// line breaks and part header. It is an upper bound on what the adapters
+// that write MIME send (SMTP, Amazon SES), with the addresses as they are
+// or with their domains as A-labels (no SMTPUTF8): it counts header values
+// and display names as the RFC 2047 encoded words and folds they become,
+// file names with their RFC 2231 continuations, and each body line as a
+// quoted-printable writer escapes and breaks it. It is above what is
+// written by some 10 to 30 bytes for a plain mail; by up to a few per cent
+// of the long header values that are encoded or folded and of the long
+// file names; and by up to about 250 bytes for each address whose domain
+// is not ASCII, counted as long as its A-label form may be. The lane's
+// size limit and the providers' limits (Amazon SES v2: 40 MB, SendGrid:
+// 30 MB) are on this size, not on the size of the files.
 func (m *Message) EncodedSize() int {
-	n := 1024 // fixed header fields, boundaries, the MIME structure
-	n += 3 * (len(m.Subject) + len(m.From.Name) + len(m.To.Name) + len(m.ReplyTo.Name))
+	// Date, MIME-Version and the Message-ID's field, and a line end the
+	// SMTP adapter adds when the last line is unfinished.
+	n := 39 + 19 + 18 + 2
+	if m.MessageID != "" {
+		n += len(m.MessageID)
+	} else {
+		n += 33 + max(domainSize(m.From.Address), len("mailspool.invalid")) // NewMessageID
+	}
+	n += headerFieldSize(len("Subject"), m.Subject)
 	for _, h := range m.Headers {
-		n += len(h.Name) + 3*len(h.Value) + 4
+		n += headerFieldSize(len(h.Name), h.Value)
+	}
+	n += addressFieldSize(len("From"), m.From) + addressFieldSize(len("To"), m.To)
+	if m.ReplyTo.Address != "" {
+		n += addressFieldSize(len("Reply-To"), m.ReplyTo)
+	}
+	// The body: one text part with its Content-Type and
+	// Content-Transfer-Encoding, or multipart/alternative with two.
+	if m.Text != "" && m.HTML != "" {
+		n += 485
+	} else {
+		n += 88
 	}
 	n += qpSize(m.Text) + qpSize(m.HTML)
+	if len(m.Attachments) == 0 {
+		return n
+	}
+	// The body as a part of its own; multipart/mixed around the
+	// attachments, multipart/related around the inline parts.
+	n += 64
+	var inline, attached bool
 	for i := range m.Attachments {
 		a := &m.Attachments[i]
-		n += attachmentHeaderSize + 2*3*len(a.Filename) + len(a.ContentType) + len(a.ContentID) + Base64Size(len(a.Data))
+		n += attachmentSize(a)
+		inline = inline || a.Inline
+		attached = attached || !a.Inline
+	}
+	if attached {
+		n += 174
+	}
+	if inline {
+		n += 176
+		if attached {
+			n += 64 // as a part of multipart/mixed
+		}
 	}
 	return n
 }
+
+// attachmentSize bounds a's MIME part: its delimiter line, its
+// Content-Disposition (with the file name), Content-Id when inline,
+// Content-Transfer-Encoding and Content-Type (with the name again), and
+// its bytes in base64.
+func attachmentSize(a *Attachment) int {
+	n := 154 // delimiter, field names, "attachment;", line ends
+	if a.Inline {
+		n += 12 + len(a.ContentID) // "inline;" is 4 shorter; "Content-Id: <>\r\n"
+	}
+	if a.ContentType == "" {
+		n += len("application/octet-stream")
+	} else {
+		n += len(a.ContentType)
+	}
+	return n + paramSize(len("filename"), a.Filename) + paramSize(len("name"), a.Filename) + Base64Size(len(a.Data))
+}
+
+// paramSize bounds a MIME parameter attr=value on its own folded line, as
+// the MIME writer puts it: attr="value" for a short printable ASCII value,
+// else RFC 2231's percent-encoded form (attr*=UTF-8, two apostrophes and
+// the escapes), split into continuations (attr*0*=, attr*1*=, ...) of at
+// least 48 characters but the last.
+func paramSize(attr int, value string) int {
+	enc, plain := 0, true
+	for i := 0; i < len(value); i++ {
+		c := paramClass[value[i]]
+		enc += int(c & 3)
+		plain = plain && c&paramQuoted == 0
+	}
+	if plain && attr+len(value) < 70 {
+		return 6 + attr + len(value) // CRLF, space, =, quotes
+	}
+	// CRLF, space, "*N*=", ";" for each piece, "UTF-8''" once.
+	return enc + 7 + (enc/48+1)*(9+attr)
+}
+
+// headerFieldSize bounds a header field as go-mail writes it: the value
+// as it is when it is printable ASCII (tabs allowed), otherwise as RFC
+// 2047 Q-encoded words of at most 75 characters, separated by spaces; and
+// a fold (CRLF before a space) wherever the line would pass 76.
+func headerFieldSize(name int, value string) int {
+	n := name + 4 // ": " and CRLF
+	q, flags := scanHeader(value)
+	if flags&hdrEncode == 0 {
+		return n + len(value) + 2*maxFolds(len(value))
+	}
+	// Each word costs =?UTF-8?q?, ?=, the space before the next and a fold.
+	return n + q + 15*qWords(q, flags)
+}
+
+// addressFieldSize bounds the From, To or Reply-To field for a, as
+// net/mail formats the address (String) and go-mail folds it: the display
+// name quoted, or RFC 2047 encoded (B when it holds a special character,
+// else Q), and the address in angle brackets, its local part quoted unless
+// it is a dot-atom and its domain as the longer of its U-label and
+// A-label forms.
+func addressFieldSize(name int, a mail.Address) int {
+	local := a.Address[:max(strings.LastIndexByte(a.Address, '@'), 0)]
+	v := 3 + domainSize(a.Address) // <, @, >
+	if dotRuns(local, isAtext) {
+		v += len(local)
+	} else {
+		v += 2*len(local) + 2
+	}
+	folds := maxFolds(v + 1)
+	if a.Name != "" {
+		n := len(a.Name)
+		q, flags := scanHeader(a.Name)
+		switch {
+		case flags&hdrEncode == 0: // quoted, and a space
+			v += n + escapes(a.Name) + 3
+			folds = maxFolds(v)
+		case flags&hdrSpecial != 0:
+			// Words of 42 to 45 bytes, 4 characters for each 3 or fewer.
+			words := n/42 + 1
+			v += (4*n+2)/3 + 16*words
+			folds += words
+		default:
+			words := qWords(q, flags)
+			v += q + 13*words + 1
+			folds += words
+		}
+	}
+	return name + 4 + v + 2*folds
+}
+
+// qWords bounds the number of RFC 2047 encoded words that hold q
+// characters of Q-encoding: the encoder starts a new word when the next
+// character (=XX for each of its bytes) would pass 63, so each word but
+// the last holds 64 less the longest character's length.
+func qWords(q int, flags uint8) int {
+	switch {
+	case flags&hdrLead4 != 0:
+		return q/52 + 1
+	case flags&hdrLead3 != 0:
+		return q/55 + 1
+	}
+	return q/58 + 1
+}
+
+// domainSize bounds the length of the domain of addr as an adapter writes
+// it: as it is, or, when it is not ASCII, as A-labels (render.ASCII, for a
+// server without SMTPUTF8 and for Amazon SES), which can be several times
+// longer but must still make an address of at most MaxAddressLength bytes
+// to be written at all.
+func domainSize(addr string) int {
+	at := strings.LastIndexByte(addr, '@')
+	d := addr[at+1:]
+	for i := 0; i < len(d); i++ {
+		if d[i] >= utf8.RuneSelf {
+			return max(len(d), MaxAddressLength-1-max(at, 0))
+		}
+	}
+	return len(d)
+}
+
+// maxFolds bounds the folds go-mail's header writer makes in a value of n
+// bytes: it folds before a word that would pass the line's 76 characters,
+// so two lines after a fold hold at least 72 bytes of the value between
+// them.
+func maxFolds(n int) int { return 2*((n+1)/72) + 1 }
+
+// scanHeader returns the length of s in RFC 2047 Q-encoding (without the
+// delimiters) and the union of hdrClass's flags of its bytes.
+func scanHeader(s string) (q int, flags uint8) {
+	for i := 0; i < len(s); i++ {
+		c := hdrClass[s[i]]
+		q += int(c & 3)
+		flags |= c
+	}
+	return q, flags
+}
+
+// escapes counts the bytes of s that a quoted string escapes.
+func escapes(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			n++
+		}
+	}
+	return n
+}
+
+// Flags of hdrClass: hdrEncode is a byte that makes a header value or
+// display name go out RFC 2047 encoded (a control character other than
+// tab, or not ASCII); hdrLead3 and hdrLead4 begin a UTF-8 sequence of 3
+// and 4 bytes or more; hdrSpecial is a character that makes net/mail
+// encode a display name in B rather than Q.
+const (
+	hdrEncode  = 4
+	hdrLead3   = 8
+	hdrLead4   = 16
+	hdrSpecial = 32
+)
+
+// hdrClass is each byte's length in Q-encoding (1, or 3 for =XX), with
+// the flags above.
+var hdrClass = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c >= ' ' && c <= '~' && c != '=' && c != '?' && c != '_':
+			t[c] = 1
+		default:
+			t[c] = 3
+		}
+		if c < ' ' && c != '\t' || c > '~' {
+			t[c] |= hdrEncode
+		}
+		if c >= 0xe0 {
+			t[c] |= hdrLead3
+		}
+		if c >= 0xf0 {
+			t[c] |= hdrLead4
+		}
+		if strings.IndexByte(`"#$%&'(),.:;<>@[]^`+"`{|}~", byte(c)) >= 0 {
+			t[c] |= hdrSpecial
+		}
+	}
+	return t
+}()
+
+// paramQuoted flags a byte that a quoted parameter value cannot hold as
+// it is.
+const paramQuoted = 4
+
+// paramClass is each byte's length in RFC 2231 percent-encoding (1 for an
+// attribute-char, 3 for %XX), with paramQuoted.
+var paramClass = func() (t [256]uint8) {
+	for c := range t {
+		t[c] = 3
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$&+-.^_`|~", byte(c)) >= 0 {
+			t[c] = 1
+		}
+		if c < ' ' || c > '~' || c == '"' || c == '\\' {
+			t[c] |= paramQuoted
+		}
+	}
+	return t
+}()
 
 // Base64Size is the length of n bytes in base64 as MIME writes it: lines
 // of 76 characters, each ended by CRLF.
@@ -89,26 +331,60 @@ func Base64Size(n int) int {
 	return chars + 2*((chars+75)/76)
 }
 
-// qpSize bounds the length of s in quoted-printable: 3 bytes for each byte
-// that must be escaped, 2 for a line feed, and a soft line break every 73
-// characters.
+// qpSize bounds the length of s in quoted-printable as mime/quotedprintable
+// writes it, line by line: each byte's width (qpWidth), 2 more for a space
+// or tab at the end of a line (written =20 or =09), a CRLF for each line
+// break (LF, CR or CRLF), and on a line longer than 75 characters a soft
+// line break (=, CRLF) for each 73 characters (a line breaks at 75, or
+// before an =XX that would pass it).
 func qpSize(s string) int {
 	n := 0
-	for i := 0; i < len(s); i++ {
-		n += int(qpWidth[s[i]])
+	cr := strings.IndexByte(s, '\r') >= 0
+	for {
+		end := strings.IndexByte(s, '\n')
+		if cr {
+			lim := len(s)
+			if end >= 0 {
+				lim = end
+			}
+			if i := strings.IndexByte(s[:lim], '\r'); i >= 0 {
+				end = i
+			}
+		}
+		line := s
+		if end >= 0 {
+			line = s[:end]
+		}
+		w := 0
+		for i := 0; i < len(line); i++ {
+			w += int(qpWidth[line[i]])
+		}
+		if k := len(line) - 1; k >= 0 && (line[k] == ' ' || line[k] == '\t') {
+			w += 2
+		}
+		if w > 75 {
+			w += 3 * ((w - 1) / 73)
+		}
+		n += w
+		if end < 0 {
+			return n
+		}
+		n += 2
+		if s[end] == '\r' && end+1 < len(s) && s[end+1] == '\n' {
+			end++
+		}
+		s = s[end+1:]
 	}
-	return n + 3*(n/73+1)
 }
 
-// qpWidth is each byte's length in quoted-printable: 1 for a printable
-// ASCII character other than '=' and for a tab, 2 for a line feed (written
-// as CRLF), 3 (=XX) for the others. A table, because a byte's test of
-// three ranges was most of a typical mail's Validate.
+// qpWidth is each byte's length on a line of quoted-printable: 1 for a
+// printable ASCII character other than '=' and for a space or tab, 3 (=XX)
+// for the others. A table, because a byte's test of three ranges was most
+// of a typical mail's Validate. Line breaks are not on a line; qpSize
+// counts them.
 var qpWidth = func() (w [256]uint8) {
 	for c := range w {
 		switch {
-		case c == '\n':
-			w[c] = 2
 		case c == '\t' || (c >= ' ' && c <= '~' && c != '='):
 			w[c] = 1
 		default:
