@@ -75,6 +75,14 @@ var ambiguous = smtpRule{"smtp-ambiguous", transport.Temporary, transport.ScopeR
 // namesRecipient matches the words by which a reply rejects one recipient.
 var namesRecipient = regexp.MustCompile(`recipient address rejected|user unknown|unknown user|no such user|mailbox (unavailable|not found|full)`)
 
+// namesOnlySender reports a reply that rejects our sender address and no
+// recipient: Postfix's "<shop@example.com>: Sender address rejected: User
+// unknown in local recipient table" (reject_unlisted_sender) names a user,
+// but the user is our sender.
+func namesOnlySender(r *replyFacts) bool {
+	return strings.Contains(r.low, "sender address rejected") && !strings.Contains(r.low, "recipient address rejected")
+}
+
 // decide returns the first rule of smtpRules that matches r.
 func decide(r *replyFacts) *smtpRule {
 	for i := range smtpRules {
@@ -82,7 +90,7 @@ func decide(r *replyFacts) *smtpRule {
 		if !rule.match(r) {
 			continue
 		}
-		if rule.kind == transport.Connection && r.code >= 500 && r.at != "MAIL" && namesRecipient.MatchString(r.low) {
+		if rule.kind == transport.Connection && r.code >= 500 && r.at != "MAIL" && namesRecipient.MatchString(r.low) && !namesOnlySender(r) {
 			return &ambiguous
 		}
 		return rule

@@ -737,6 +737,9 @@ var scopedReplies = []scopedReply{
 	{"503 valid RCPT command must precede DATA",
 		"Exim",
 		temporary, transient, Session{Command: "DATA"}},
+	{"550 5.1.0 <shop@example.com>: Sender address rejected: User unknown in local recipient table",
+		"Postfix reject_unlisted_sender, at RCPT TO",
+		connection, sender, Session{Command: "RCPT"}},
 }
 
 func TestScopedReplies(t *testing.T) {
