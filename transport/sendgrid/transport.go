@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailspool/mailspool/transport"
 	"github.com/mailspool/mailspool/transport/internal/httpapi"
+	"github.com/mailspool/mailspool/transport/internal/render"
 	"github.com/mailspool/mailspool/transport/internal/urlopt"
 )
 
@@ -115,6 +116,9 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 		return transport.Receipt{}, err
 	}
 	body, err := requestBody(m)
+	if te := render.Unwritable(err, "SendGrid"); te != nil {
+		return transport.Receipt{}, te
+	}
 	if err != nil {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Rule: "invalid-message", Err: err}
 	}

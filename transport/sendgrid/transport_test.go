@@ -273,6 +273,12 @@ func TestSendInternationalizedAddresses(t *testing.T) {
 	if _, err := tr.Send(context.Background(), m); transport.KindOf(err) != transport.Permanent || !strings.Contains(err.Error(), "SMTPUTF8") {
 		t.Errorf("err = %v, want Permanent naming SMTPUTF8", err)
 	}
+	// Our own address so: the lane's sender, not this mail.
+	sender := *m
+	sender.To.Address, sender.From.Address = "b@example.com", "bücher@example.com"
+	if _, err := tr.Send(context.Background(), &sender); transport.KindOf(err) != transport.Temporary || transport.ScopeOf(err) != transport.ScopeSender {
+		t.Errorf("err = %v, want Temporary of sender scope", err)
+	}
 	if to != "" {
 		t.Error("the mail reached the API")
 	}

@@ -123,6 +123,9 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (transport.R
 	// SES does not take SMTPUTF8: addresses must be 7-bit ASCII, with
 	// internationalized domains as A-labels (Punycode).
 	a, err := render.ASCII(m)
+	if te := render.Unwritable(err, "SES"); te != nil {
+		return transport.Receipt{}, te
+	}
 	if err != nil {
 		return transport.Receipt{}, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Err: err}
 	}

@@ -276,4 +276,12 @@ func TestSendInternationalizedAddresses(t *testing.T) {
 	assert.Equal(t, transport.Permanent, transport.KindOf(err))
 	assert.ErrorContains(t, err, "SMTPUTF8")
 	assert.Len(t, f.Requests(), 1)
+
+	// Our own address so: the lane's sender, not this mail.
+	m.To.Address, m.From.Address = "b@example.com", "bücher@example.com"
+	_, err = tr.Send(context.Background(), m)
+	assert.Equal(t, transport.Temporary, transport.KindOf(err))
+	assert.Equal(t, transport.ScopeSender, transport.ScopeOf(err))
+	assert.ErrorContains(t, err, "SMTPUTF8")
+	assert.Len(t, f.Requests(), 1)
 }

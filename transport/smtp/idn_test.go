@@ -52,6 +52,26 @@ func TestNonASCIILocalPartWithoutSMTPUTF8(t *testing.T) {
 	}
 }
 
+// TestNonASCIISenderWithoutSMTPUTF8: our own address with a local part
+// that is not ASCII cannot be written to a server without SMTPUTF8
+// either, but that is about the lane's sender, not the mail: Temporary,
+// of sender scope (the mail waits, the lane's sender alert fires), never
+// the Permanent failure of every mail of the lane.
+func TestNonASCIISenderWithoutSMTPUTF8(t *testing.T) {
+	s := startServer(t, script{})
+	tr := open(t, s.url(""))
+	m := message()
+	m.From.Address = "bücher@example.com"
+	_, err := send(t, tr, m)
+	te := classified(t, err)
+	if te.Kind != transport.Temporary || te.Scope != transport.ScopeSender || !strings.Contains(err.Error(), "SMTPUTF8") {
+		t.Errorf("got %v (%v, %v), want a Temporary error of sender scope naming SMTPUTF8", err, te.Kind, te.Scope)
+	}
+	if _, _, mails, rcpts, _ := s.counts(); mails != 0 || rcpts != 0 {
+		t.Errorf("server saw %d MAIL FROM and %d RCPT TO, want none", mails, rcpts)
+	}
+}
+
 // TestUTF8AddressesWithSMTPUTF8: a server with SMTPUTF8 gets the addresses
 // as they are.
 func TestUTF8AddressesWithSMTPUTF8(t *testing.T) {

@@ -142,12 +142,16 @@ func (t *Transport) send(ctx context.Context, m *transport.Message) (transport.R
 
 // render builds the mail for session s. Without SMTPUTF8 on the server,
 // internationalized domains go out as A-labels, and an address whose local
-// part is not ASCII is a Permanent error: it cannot be written at all.
+// part is not ASCII cannot be written at all (render.Unwritable: the
+// recipient's fails the mail, our own is about the lane's sender).
 func (t *Transport) render(s *session, m *transport.Message) (*render.Mail, error) {
 	if ok, _ := s.sc.Extension("SMTPUTF8"); !ok {
 		a, err := render.ASCII(m)
+		if te := render.Unwritable(err, t.cfg.addr); te != nil {
+			return nil, te
+		}
 		if err != nil {
-			return nil, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Detail: "address cannot be sent to " + t.cfg.addr + " (no SMTPUTF8)", Err: err}
+			return nil, &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Detail: "invalid message", Err: err}
 		}
 		m = a
 	}

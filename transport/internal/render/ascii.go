@@ -1,6 +1,7 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"net/mail"
 	"strings"
@@ -28,14 +29,14 @@ func ASCII(m *transport.Message) (*transport.Message, error) {
 	}{{"from", &out.From}, {"to", &out.To}, {"reply_to", &out.ReplyTo}} {
 		s, err := asciiAddress(a.addr.Address)
 		if err != nil {
-			return nil, &transport.ValidationError{Field: a.field + ".address", Reason: err.Error()}
+			return nil, notASCII(a.field+".address", err)
 		}
 		a.addr.Address = s
 	}
 	if out.ReturnPath != "" {
 		s, err := asciiAddress(out.ReturnPath)
 		if err != nil {
-			return nil, &transport.ValidationError{Field: "return_path", Reason: err.Error()}
+			return nil, notASCII("return_path", err)
 		}
 		out.ReturnPath = s
 	}
@@ -43,6 +44,35 @@ func ASCII(m *transport.Message) (*transport.Message, error) {
 		return m, nil
 	}
 	return &out, nil
+}
+
+// unwritableAddress is ASCII's error for an address it cannot write
+// without SMTPUTF8: the validation error (it matches
+// [transport.ErrInvalidMessage]), of a type Unwritable recognizes.
+type unwritableAddress struct{ *transport.ValidationError }
+
+func (e unwritableAddress) Unwrap() error { return e.ValidationError }
+
+func notASCII(field string, err error) error {
+	return unwritableAddress{&transport.ValidationError{Field: field, Reason: err.Error()}}
+}
+
+// Unwritable is the outcome of ASCII's error err for a transport that
+// sends to where (a host, "SES"), or nil when err is not about an address
+// ASCII could not write. The recipient's address is a Permanent error
+// about this mail. Our own (from, reply-to, return path) is about the
+// lane's sender: Temporary, so that the lane's mail waits and its sender
+// alert fires, instead of every mail of the lane failing for a setting of
+// ours.
+func Unwritable(err error, where string) *transport.Error {
+	var ua unwritableAddress
+	if !errors.As(err, &ua) {
+		return nil
+	}
+	if strings.HasPrefix(ua.Field, "to.") {
+		return &transport.Error{Kind: transport.Permanent, Scope: transport.ScopeMessage, Rule: "no-smtputf8", Detail: "the recipient's address cannot be sent to " + where + " (no SMTPUTF8)", Err: err}
+	}
+	return &transport.Error{Kind: transport.Temporary, Scope: transport.ScopeSender, Rule: "no-smtputf8", Detail: "our address cannot be sent to " + where + " (no SMTPUTF8)", Err: err}
 }
 
 func asciiAddress(addr string) (string, error) {
