@@ -48,13 +48,23 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	fs.Int64Var(&th.maxStuck, "max-stuck", 0, "critical above this many rows stuck in sending")
 	asJSON := fs.Bool("json", false, "print JSON: status, the line, and each lane's numbers")
 	timeout := fs.Duration("timeout", 10*time.Second, "answer UNKNOWN when the database has not answered within this long (connecting included)")
-	// A bad flag or threshold is UNKNOWN, on stderr; with --json also as
-	// the report on stdout, whose status and line are always there.
+	// A bad flag or threshold is UNKNOWN, on stderr, and on stdout as the
+	// line a monitoring system shows (Nagios reads the first line of
+	// stdout): with --json as the report, whose status and line are
+	// always there.
 	refuse := func(err error) error {
-		if !errors.Is(err, flag.ErrHelp) && wantsJSON(fs, args) {
-			if werr := writeJSON(e.stdout, checkResult{Status: checkNames[checkUnknown], Line: "UNKNOWN: " + err.Error()}); werr != nil {
-				return exitError{checkUnknown, werr}
-			}
+		if errors.Is(err, flag.ErrHelp) {
+			return exitError{checkUnknown, err}
+		}
+		line := "UNKNOWN: " + err.Error()
+		var werr error
+		if wantsJSON(fs, args) {
+			werr = writeJSON(e.stdout, checkResult{Status: checkNames[checkUnknown], Line: line})
+		} else {
+			_, werr = fmt.Fprintln(e.stdout, line)
+		}
+		if werr != nil {
+			return exitError{checkUnknown, werr}
 		}
 		return exitError{checkUnknown, err}
 	}

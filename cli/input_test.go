@@ -175,9 +175,12 @@ func TestCheckJSONReportsUsageErrors(t *testing.T) {
 		assert.True(t, strings.HasPrefix(res.Line, "UNKNOWN: "), "%q: %s", args, res.Line)
 		assert.NotEmpty(t, stderr, args)
 	}
-	code, out, _ := mailspool(t, "check", "--db", db, "--timeout", "0s")
+	// Text mode: the line a monitoring system shows (Nagios reads the
+	// first line of stdout), and the error with the usage on stderr.
+	code, out, stderr := mailspool(t, "check", "--db", db, "--timeout", "0s")
 	assert.Equal(t, checkUnknown, code)
-	assert.Empty(t, out, "text mode keeps the error on stderr")
+	assert.Equal(t, "UNKNOWN: --timeout 0s: want a duration above 0 and at most 1h\n", out)
+	assert.NotEmpty(t, stderr)
 	code, out, _ = mailspool(t, "check", "--db", db, "--json", "-h")
 	assert.Equal(t, 0, code)
 	assert.Empty(t, out)
