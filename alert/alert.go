@@ -208,8 +208,7 @@ func (a *Alerter) Check(ctx context.Context) error {
 	for _, l := range a.watched() {
 		obs, err := a.observe(ctx, l, now)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			errs = append(errs, err) // and settle what it could see
 		}
 		for _, o := range obs {
 			if err := a.settle(ctx, l.q.Lane().Name, o, now); err != nil {
@@ -229,7 +228,10 @@ type observation struct {
 	summary   string // what is wrong, or what it is now
 }
 
-// observe evaluates the conditions of one lane.
+// observe evaluates the conditions of one lane. A condition it cannot
+// read (the complaints' table, the members' health) is left out with its
+// error, and the others are returned all the same: one failing query must
+// not silence the lane's backlog or stuck alert.
 func (a *Alerter) observe(ctx context.Context, l lane, now time.Time) ([]observation, error) {
 	name := l.q.Lane().Name
 	s, err := l.q.Stats(ctx)
@@ -259,24 +261,41 @@ func (a *Alerter) observe(ctx context.Context, l lane, now time.Time) ([]observa
 				100*s.FailureRate, s.FailedLastHour, finished, 100*t.FailureRate),
 		})
 	}
+	var errs []error
 	if t.ComplaintRate > 0 {
-		o, err := a.complaints(ctx, l, now)
-		if err != nil {
-			return nil, fmt.Errorf("alert: lane %s: %w", name, err)
+		if o, err := a.complaints(ctx, l, now); err != nil {
+			errs = append(errs, fmt.Errorf("alert: lane %s: %w", name, err))
+		} else {
+			obs = append(obs, o)
 		}
-		obs = append(obs, o)
 	}
 	if t.Members {
-		o, err := a.members(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("alert: lane %s: %w", name, err)
+		if o, err := a.members(ctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("alert: lane %s: %w", name, err))
+		} else {
+			obs = append(obs, o)
 		}
-		obs = append(obs, o)
 	}
-	pauses, err := l.q.Paused(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("alert: lane %s: %w", name, err)
+	if pauses, err := l.q.Paused(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("alert: lane %s: %w", name, err))
+	} else {
+		obs = append(obs, pausedObservation(pauses))
 	}
+	if t.Restarts > 0 {
+		if n, err := a.restarts(ctx, name, now); err != nil {
+			errs = append(errs, err)
+		} else {
+			obs = append(obs, observation{
+				cond: "restarting", active: n >= t.Restarts, value: float64(n), threshold: float64(t.Restarts),
+				summary: fmt.Sprintf("%d worker processes ended without a clean exit in the last hour (threshold %d)", n, t.Restarts),
+			})
+		}
+	}
+	return obs, errors.Join(errs...)
+}
+
+// pausedObservation is the "paused" condition of a lane with pauses.
+func pausedObservation(pauses []queue.Pause) observation {
 	paused := observation{cond: "paused", active: len(pauses) > 0, value: float64(len(pauses)), summary: "claiming runs"}
 	var why []string
 	for _, p := range pauses {
@@ -290,16 +309,5 @@ func (a *Alerter) observe(ctx context.Context, l lane, now time.Time) ([]observa
 	if len(why) > 0 {
 		paused.summary = strings.Join(why, "; ")
 	}
-	obs = append(obs, paused)
-	if t.Restarts > 0 {
-		n, err := a.restarts(ctx, name, now)
-		if err != nil {
-			return nil, err
-		}
-		obs = append(obs, observation{
-			cond: "restarting", active: n >= t.Restarts, value: float64(n), threshold: float64(t.Restarts),
-			summary: fmt.Sprintf("%d worker processes ended without a clean exit in the last hour (threshold %d)", n, t.Restarts),
-		})
-	}
-	return obs, nil
+	return paused
 }

@@ -78,3 +78,23 @@ func TestComplaintRateNeedsAProvider(t *testing.T) {
 	require.NoError(t, th.Validate())
 	assert.Equal(t, DefaultComplaintWindow, th.ComplaintWindow)
 }
+
+// TestOneFailingConditionLeavesTheOthers: a condition whose query fails
+// (here the complaint rate, with the provider events' table missing: a
+// worker whose serve side was never migrated) is reported as an error,
+// and the lane's other conditions are still settled: the backlog alert
+// goes out.
+func TestOneFailingConditionLeavesTheOthers(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *sql.DB) {
+		ctx := context.Background()
+		hook := newWebhook(t, 0)
+		q := newQueue(t, db)
+		a := newAlerter(t, db, q, Thresholds{Backlog: 2, ComplaintRate: 0.003, ComplaintProvider: "sendgrid"}, Options{WebhookURL: hook.URL})
+		enqueue(t, q, db, 3)
+		err := a.Check(ctx)
+		require.ErrorContains(t, err, "counting complaints")
+		_, accepted := hook.got()
+		require.Len(t, accepted, 1, "the backlog alert went out all the same")
+		assert.Equal(t, "backlog", accepted[0]["condition"])
+	})
+}
