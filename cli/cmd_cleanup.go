@@ -71,7 +71,7 @@ func runCleanup(ctx context.Context, e *env, args []string) error {
 		}
 		deleted[name] = n
 		if err != nil {
-			return fmt.Errorf("lane %s: after %d rows: %w", name, n, err)
+			return cleanupError{fmt.Errorf("lane %s: after %d rows: %w", name, n, err), deleted}
 		}
 		if !lf.asJSON {
 			fmt.Fprintf(e.stdout, "lane %s: deleted %d old rows\n", name, n)
@@ -86,3 +86,15 @@ func runCleanup(ctx context.Context, e *env, args []string) error {
 	}
 	return nil
 }
+
+// cleanupError is a cleanup that failed after deleting rows: --json's
+// error says how many per lane (error.deleted), which are gone for good.
+type cleanupError struct {
+	error
+	deleted map[string]int64
+}
+
+func (e cleanupError) Unwrap() error { return e.error }
+
+// Deleted is how many rows each lane had deleted when the cleanup failed.
+func (e cleanupError) Deleted() map[string]int64 { return e.deleted }

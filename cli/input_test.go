@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailspool/mailspool/queue"
+	"github.com/mailspool/mailspool/queue/dburl"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -292,4 +294,38 @@ func TestJSONFlagSpellings(t *testing.T) {
 	code, out, _ = ms("list", "--no-such-flag", "--json")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, out, `"code":"usage"`)
+}
+
+// TestCleanupJSONErrorSaysWhatWasDeleted: a cleanup that fails in one lane
+// after deleting rows of another says, in --json's error, how many each
+// lane had deleted: those rows are gone whatever the error, and a script
+// reading only the error would not know it.
+func TestCleanupJSONErrorSaysWhatWasDeleted(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "q.db")
+	db := "sqlite:" + file
+	cfg := writeFile(t, "mailspool.toml", "[lanes.a]\ntable = \"a_q\"\ntransport = \"fake://\"\n[lanes.b]\ntable = \"b_q\"\ntransport = \"fake://\"\n")
+	code, _, stderr := mailspool(t, "migrate", "--db", db, "--config", cfg)
+	require.Equal(t, 0, code, stderr)
+	for _, lane := range []string{"a", "b"} {
+		code, _, stderr = mailspool(t, "enqueue", "--db", db, "--config", cfg, "--lane", lane, "--from", "noreply@shop.example", "--to", "ann@example.com", "--subject", "s", "--text", "t")
+		require.Equal(t, 0, code, stderr)
+	}
+	h, err := dburl.Open(db)
+	require.NoError(t, err)
+	defer h.Close()
+	for _, table := range []string{"a_q", "b_q"} {
+		_, err = h.Exec(`UPDATE `+table+` SET status = ?, next_run = 0`, queue.StatusSent)
+		require.NoError(t, err)
+	}
+	// Lane b's cleanup fails: its bodies' table is gone.
+	_, err = h.Exec(`DROP TABLE b_q_bodies`)
+	require.NoError(t, err)
+
+	code, out, stderr := mailspool(t, "cleanup", "--db", db, "--config", cfg, "--older-than", "1ms", "--json")
+	assert.Equal(t, exitFailure, code, stderr)
+	var res jsonError
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	assert.Contains(t, res.Error.Message, "lane b")
+	assert.Equal(t, map[string]int64{"a": 1, "b": 0}, res.Error.Deleted)
 }

@@ -29,6 +29,9 @@ type jsonErrorBody struct {
 	// Candidates are the mails (LANE/ID) an id or a lookup could mean,
 	// when it names more than one.
 	Candidates []string `json:"candidates,omitempty"`
+	// Deleted is how many rows a cleanup that failed had deleted per
+	// lane: they are gone, whatever the error.
+	Deleted map[string]int64 `json:"deleted,omitempty"`
 }
 
 var exitCodeNames = map[int]string{
@@ -101,6 +104,10 @@ func writeJSONError(w io.Writer, err error, code int) {
 	var amb ambiguousError
 	if errors.As(err, &amb) {
 		b.Candidates = amb.Candidates()
+	}
+	var ce cleanupError
+	if errors.As(err, &ce) {
+		b.Deleted = ce.Deleted()
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
