@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mailspool/mailspool/suppress"
 )
@@ -73,20 +74,11 @@ const maxEventID = 191
 func sesEventID(snsID, addr string) string {
 	addr = strings.ToLower(addr)
 	id := snsID + "/" + addr
-	if len(id) <= maxEventID && isASCII(id) {
+	if len(id) <= maxEventID && strings.IndexFunc(id, func(r rune) bool { return r >= utf8.RuneSelf }) < 0 {
 		return id
 	}
 	sum := sha256.Sum256([]byte(addr))
 	return snsID + "/sha256:" + hex.EncodeToString(sum[:16])
-}
-
-func isASCII(s string) bool {
-	for i := range len(s) {
-		if s[i] >= 0x80 {
-			return false
-		}
-	}
-	return true
 }
 
 // parseSES turns the Message of a verified SNS notification into one
